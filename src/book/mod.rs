@@ -1,0 +1,1 @@
+//! Order book (pure).

@@ -1,0 +1,1 @@
+//! Exchange state machine (pure).

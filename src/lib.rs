@@ -1,0 +1,11 @@
+//! bourse: an exchange matching engine daemon.
+//!
+//! The venue is a pure function of its journal (DESIGN.md section 1): the sequencer stamps
+//! every input, and everything after it — books, OUCH replies, ITCH market data — is computed by
+//! the deterministic core in [`book`] and [`exchange`], identically in the daemon, in offline
+//! replay, in benchmarks and in tests.
+
+pub mod book;
+pub mod exchange;
+pub mod types;
+pub mod wire;
