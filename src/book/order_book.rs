@@ -1,0 +1,358 @@
+//! One symbol's book: insert, match, reduce, remove, expire; all O(1) or near the top.
+
+use super::expiry::Wheel;
+use super::ladder::{Ladder, Rung};
+use super::level::{DISPLAYED, HIDDEN, Levels};
+use super::pool::{NIL, OrderHandle, Pool, Slot};
+use crate::types::{Price, Side};
+
+/// Capacities of one book, fixed at construction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BookConfig {
+    /// Resting orders the book can hold.
+    pub order_capacity: u32,
+    /// Distinct prices per side the book can hold.
+    pub level_capacity: u32,
+}
+
+/// One execution against a resting order, reported in matching order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fill {
+    pub maker: OrderHandle,
+    pub shares: u32,
+    /// The resting order's price (the trade price).
+    pub price: Price,
+    pub maker_hidden: bool,
+    /// Shares the maker has left after this fill; 0 means it has left the book.
+    pub maker_leaves: u32,
+}
+
+/// Read-only view of a resting order.
+#[derive(Clone, Copy, Debug)]
+pub struct OrderView<'a, T> {
+    pub handle: OrderHandle,
+    pub side: Side,
+    pub price: Price,
+    pub leaves: u32,
+    pub hidden: bool,
+    pub deadline_ms: u32,
+    pub payload: &'a T,
+}
+
+/// An order that has left the book (cancel or expiry), with what it held.
+#[derive(Clone, Copy, Debug)]
+pub struct Removal<T> {
+    pub handle: OrderHandle,
+    pub side: Side,
+    pub price: Price,
+    pub leaves: u32,
+    pub hidden: bool,
+    pub payload: T,
+}
+
+pub struct OrderBook<T> {
+    pool: Pool<T>,
+    levels: Levels,
+    ladders: [Ladder; 2],
+    wheel: Wheel,
+}
+
+#[inline]
+fn side_index(side: Side) -> usize {
+    match side {
+        Side::Buy => 0,
+        Side::Sell => 1,
+    }
+}
+
+/// Can a taker on `taker_side` with `limit` trade at a resting `price`?
+#[inline]
+fn acceptable(taker_side: Side, limit: Price, price: Price) -> bool {
+    limit.is_market()
+        || match taker_side {
+            Side::Buy => price <= limit,
+            Side::Sell => price >= limit,
+        }
+}
+
+impl<T: Copy + Default> OrderBook<T> {
+    pub fn new(config: BookConfig) -> Self {
+        OrderBook {
+            pool: Pool::new(config.order_capacity),
+            // Both sides share one level pool: a price is on one side only at a time.
+            levels: Levels::new(config.level_capacity.saturating_mul(2)),
+            ladders: [
+                Ladder::new(Side::Buy, config.level_capacity),
+                Ladder::new(Side::Sell, config.level_capacity),
+            ],
+            wheel: Wheel::new(),
+        }
+    }
+
+    pub fn order_count(&self) -> u32 {
+        self.pool.live_count()
+    }
+
+    pub fn order_capacity(&self) -> u32 {
+        self.pool.capacity()
+    }
+
+    pub fn level_count(&self, side: Side) -> usize {
+        self.ladders[side_index(side)].len()
+    }
+
+    /// Orders waiting in the expiry wheel.
+    pub fn expiring_count(&self) -> u32 {
+        self.wheel.len()
+    }
+
+    /// Bytes this book holds, all allocated at construction.
+    pub fn allocated_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.pool.capacity() as usize * size_of::<Slot<T>>()
+            + self.levels.capacity() as usize * size_of::<super::level::Level>()
+            + 2 * self.ladders[0].capacity() as usize * size_of::<Rung>()
+            + 2 * super::expiry::WHEEL_BUCKETS as usize * size_of::<u32>()
+    }
+
+    pub fn best_price(&self, side: Side) -> Option<Price> {
+        let rung = self.ladders[side_index(side)].best()?;
+        Some(self.levels.get(rung.level).price)
+    }
+
+    /// Would an order on `taker_side` at `limit` execute against anything resting?
+    pub fn crosses(&self, taker_side: Side, limit: Price) -> bool {
+        self.best_price(taker_side.opposite())
+            .is_some_and(|price| acceptable(taker_side, limit, price))
+    }
+
+    /// Shares a taker could execute at `limit`, counting until at least `want` are found.
+    pub fn executable_shares(&self, taker_side: Side, limit: Price, want: u64) -> u64 {
+        let mut found = 0u64;
+        for rung in self.ladders[side_index(taker_side.opposite())].best_first() {
+            let level = self.levels.get(rung.level);
+            if found >= want || !acceptable(taker_side, limit, level.price) {
+                break;
+            }
+            found += level.total_shares;
+        }
+        found
+    }
+
+    /// Room to rest an order at `price` on `side`: a free slot and a level (existing or free).
+    pub fn can_rest(&self, side: Side, price: Price) -> bool {
+        if self.pool.is_full() {
+            return false;
+        }
+        let ladder = &self.ladders[side_index(side)];
+        ladder.find(ladder.key(price)).is_ok() || (self.levels.has_free() && !ladder.is_full())
+    }
+
+    /// Match a taker against the contra side, best price first, displayed before hidden,
+    /// oldest first. Calls `on_fill` for each execution with the maker's payload. Returns the
+    /// taker's unexecuted shares.
+    pub fn execute<F>(&mut self, taker_side: Side, limit: Price, shares: u32, mut on_fill: F) -> u32
+    where
+        F: FnMut(&Fill, &mut T),
+    {
+        let contra = side_index(taker_side.opposite());
+        let mut remaining = shares;
+        // Each pass empties a level or ends the loop: bounded by the level count.
+        let mut passes = 0u32;
+        while remaining > 0 {
+            let Some(rung) = self.ladders[contra].best() else { break };
+            if !acceptable(taker_side, limit, self.levels.get(rung.level).price) {
+                break;
+            }
+            remaining = self.consume_level(rung.level, remaining, &mut on_fill);
+            if self.levels.get(rung.level).is_empty() {
+                self.ladders[contra].pop_best();
+                self.levels.close(rung.level);
+            }
+            passes += 1;
+            assert!(passes <= self.levels.capacity(), "matching loop exceeded the level count");
+        }
+        remaining
+    }
+
+    fn consume_level<F>(&mut self, level_index: u32, mut remaining: u32, on_fill: &mut F) -> u32
+    where
+        F: FnMut(&Fill, &mut T),
+    {
+        let price = self.levels.get(level_index).price;
+        for queue in [DISPLAYED, HIDDEN] {
+            while remaining > 0 {
+                let maker = self.levels.get(level_index).heads[queue];
+                if maker == NIL {
+                    break;
+                }
+                let traded = remaining.min(self.pool.get(maker).leaves);
+                remaining -= traded;
+                self.levels.reduce(level_index, queue == HIDDEN, traded);
+                let slot = self.pool.get_mut(maker);
+                slot.leaves -= traded;
+                let fill = Fill {
+                    maker: OrderHandle(maker),
+                    shares: traded,
+                    price,
+                    maker_hidden: queue == HIDDEN,
+                    maker_leaves: slot.leaves,
+                };
+                on_fill(&fill, &mut slot.payload);
+                if fill.maker_leaves == 0 {
+                    self.release(maker);
+                }
+            }
+        }
+        remaining
+    }
+
+    /// Rest an order at the tail of its price's queue. The caller checked [`Self::can_rest`].
+    pub fn insert(
+        &mut self,
+        side: Side,
+        price: Price,
+        shares: u32,
+        hidden: bool,
+        deadline_ms: u32,
+        payload: T,
+    ) -> OrderHandle {
+        assert!(shares > 0, "resting an empty order");
+        assert!(!self.crosses(side, price), "resting an order that crosses the book");
+        let index = self.pool.take().expect("order pool full (caller must check can_rest)");
+        {
+            let slot = self.pool.get_mut(index);
+            slot.leaves = shares;
+            slot.side = side;
+            slot.hidden = hidden;
+            slot.deadline_ms = deadline_ms;
+            slot.payload = payload;
+        }
+        let level = self.level_for(side, price);
+        self.levels.push_back(&mut self.pool, level, index);
+        if deadline_ms > 0 {
+            self.wheel.link(&mut self.pool, index);
+        }
+        OrderHandle(index)
+    }
+
+    fn level_for(&mut self, side: Side, price: Price) -> u32 {
+        let ladder = &mut self.ladders[side_index(side)];
+        let key = ladder.key(price);
+        match ladder.find(key) {
+            Ok(at) => ladder.get(at).level,
+            Err(at) => {
+                let level = self.levels.open(price);
+                ladder.insert(at, Rung { key, level });
+                level
+            }
+        }
+    }
+
+    pub fn get(&self, handle: OrderHandle) -> OrderView<'_, T> {
+        let slot = self.pool.get(handle.0);
+        assert!(slot.live, "stale order handle {}", handle.0);
+        OrderView {
+            handle,
+            side: slot.side,
+            price: self.levels.get(slot.level).price,
+            leaves: slot.leaves,
+            hidden: slot.hidden,
+            deadline_ms: slot.deadline_ms,
+            payload: &slot.payload,
+        }
+    }
+
+    pub fn payload_mut(&mut self, handle: OrderHandle) -> &mut T {
+        let slot = self.pool.get_mut(handle.0);
+        assert!(slot.live, "stale order handle {}", handle.0);
+        &mut slot.payload
+    }
+
+    /// Lower an order's open shares to `leaves` keeping its priority; 0 removes it.
+    /// Returns the shares taken off. Never raises the size.
+    pub fn reduce_to(&mut self, handle: OrderHandle, leaves: u32) -> u32 {
+        let slot = *self.pool.get(handle.0);
+        assert!(slot.live, "stale order handle {}", handle.0);
+        if leaves >= slot.leaves {
+            return 0;
+        }
+        if leaves == 0 {
+            return self.remove(handle).leaves;
+        }
+        let decrement = slot.leaves - leaves;
+        self.levels.reduce(slot.level, slot.hidden, decrement);
+        self.pool.get_mut(handle.0).leaves = leaves;
+        decrement
+    }
+
+    /// Take an order off the book (cancel, replace, expiry, end of day).
+    pub fn remove(&mut self, handle: OrderHandle) -> Removal<T> {
+        let slot = *self.pool.get(handle.0);
+        assert!(slot.live, "stale order handle {}", handle.0);
+        let removal = Removal {
+            handle,
+            side: slot.side,
+            price: self.levels.get(slot.level).price,
+            leaves: slot.leaves,
+            hidden: slot.hidden,
+            payload: slot.payload,
+        };
+        self.levels.unlink(&mut self.pool, handle.0);
+        self.close_level_if_empty(slot.side, slot.level);
+        self.release_slot(handle.0);
+        removal
+    }
+
+    /// Remove the next order whose deadline is at or before `now_ms`, if any.
+    pub fn expire_next(&mut self, now_ms: u32) -> Option<Removal<T>> {
+        let index = self.wheel.first_due(&self.pool, now_ms)?;
+        Some(self.remove(OrderHandle(index)))
+    }
+
+    /// A fully executed maker: already out of the level totals, unlink and free it.
+    fn release(&mut self, index: u32) {
+        self.levels.unlink(&mut self.pool, index);
+        self.release_slot(index);
+    }
+
+    fn release_slot(&mut self, index: u32) {
+        if self.pool.get(index).deadline_ms > 0 {
+            self.wheel.unlink(&mut self.pool, index);
+        }
+        self.pool.give_back(index);
+    }
+
+    fn close_level_if_empty(&mut self, side: Side, level: u32) {
+        if !self.levels.get(level).is_empty() {
+            return;
+        }
+        let ladder = &mut self.ladders[side_index(side)];
+        let at = ladder.find(ladder.key(self.levels.get(level).price)).expect("level on ladder");
+        ladder.remove(at);
+        self.levels.close(level);
+    }
+
+    /// Every resting order of `side` in priority order: best price first; within a price,
+    /// displayed orders then hidden ones, oldest first. Bounded by the order count.
+    pub fn for_each_order<F: FnMut(OrderView<'_, T>)>(&self, side: Side, mut f: F) {
+        for rung in self.ladders[side_index(side)].best_first() {
+            let level = self.levels.get(rung.level);
+            for queue in [DISPLAYED, HIDDEN] {
+                let mut index = level.heads[queue];
+                while index != NIL {
+                    f(self.get(OrderHandle(index)));
+                    index = self.pool.get(index).next;
+                }
+            }
+        }
+    }
+
+    /// Each price level of `side`, best first: (price, displayed shares, total shares, orders).
+    pub fn for_each_level<F: FnMut(Price, u64, u64, u32)>(&self, side: Side, mut f: F) {
+        for rung in self.ladders[side_index(side)].best_first() {
+            let level = self.levels.get(rung.level);
+            f(level.price, level.displayed_shares, level.total_shares, level.order_count);
+        }
+    }
+}
