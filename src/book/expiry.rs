@@ -102,7 +102,12 @@ impl Wheel {
         None
     }
 
-    fn due_in_bucket<T: Copy + Default>(&self, pool: &Pool<T>, second: u32, now_ms: u32) -> Option<u32> {
+    fn due_in_bucket<T: Copy + Default>(
+        &self,
+        pool: &Pool<T>,
+        second: u32,
+        now_ms: u32,
+    ) -> Option<u32> {
         let mut index = self.heads[(second % WHEEL_BUCKETS) as usize];
         let mut steps = 0u32;
         while index != NIL {

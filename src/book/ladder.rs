@@ -26,7 +26,11 @@ pub(crate) struct Ladder {
 impl Ladder {
     pub fn new(side: Side, capacity: u32) -> Self {
         assert!(capacity > 0);
-        Ladder { rungs: Vec::with_capacity(capacity as usize), limit: capacity as usize, side }
+        Ladder {
+            rungs: Vec::with_capacity(capacity as usize),
+            limit: capacity as usize,
+            side,
+        }
     }
 
     #[inline]
@@ -113,7 +117,13 @@ mod tests {
         for (i, &p) in prices.iter().enumerate() {
             let key = ladder.key(Price(p));
             let at = ladder.find(key).unwrap_err();
-            ladder.insert(at, Rung { key, level: i as u32 });
+            ladder.insert(
+                at,
+                Rung {
+                    key,
+                    level: i as u32,
+                },
+            );
         }
         ladder
     }

@@ -45,11 +45,17 @@ pub(crate) struct Levels {
 
 impl Levels {
     pub fn new(capacity: u32) -> Self {
-        assert!(capacity > 0 && capacity < NIL, "level capacity out of range");
+        assert!(
+            capacity > 0 && capacity < NIL,
+            "level capacity out of range"
+        );
         let levels = (0..capacity)
             .map(|i| Level::vacant(if i + 1 < capacity { i + 1 } else { NIL }))
             .collect();
-        Levels { levels, free_head: 0 }
+        Levels {
+            levels,
+            free_head: 0,
+        }
     }
 
     pub fn has_free(&self) -> bool {
@@ -62,7 +68,10 @@ impl Levels {
 
     pub fn open(&mut self, price: Price) -> u32 {
         let index = self.free_head;
-        assert!(index != NIL, "level pool exhausted (caller must check has_free)");
+        assert!(
+            index != NIL,
+            "level pool exhausted (caller must check has_free)"
+        );
         let level = &mut self.levels[index as usize];
         self.free_head = level.next_free;
         *level = Level::vacant(NIL);

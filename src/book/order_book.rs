@@ -148,6 +148,34 @@ impl<T: Copy + Default> OrderBook<T> {
         ladder.find(ladder.key(price)).is_ok() || (self.levels.has_free() && !ladder.is_full())
     }
 
+    /// Room to rest a replacement at `price` once `old` (same side) has been removed: its
+    /// slot comes free, and its level too when it is that level's only order.
+    pub fn can_rest_replacing(&self, old: OrderHandle, side: Side, price: Price) -> bool {
+        let slot = self.pool.get(old.0);
+        assert!(
+            slot.live && slot.side == side,
+            "replacing a stale handle or across sides"
+        );
+        let ladder = &self.ladders[side_index(side)];
+        let level_exists = ladder.find(ladder.key(price)).is_ok();
+        let level_free = self.levels.has_free() && !ladder.is_full();
+        let old_level_frees = self.levels.get(slot.level).order_count == 1;
+        level_exists || level_free || old_level_frees
+    }
+
+    /// The order that would trade first on `side`, if any.
+    pub fn first_in_priority(&self, side: Side) -> Option<OrderHandle> {
+        let rung = self.ladders[side_index(side)].best()?;
+        let level = self.levels.get(rung.level);
+        let head = if level.heads[DISPLAYED] != NIL {
+            level.heads[DISPLAYED]
+        } else {
+            level.heads[HIDDEN]
+        };
+        assert!(head != NIL, "empty level on the ladder");
+        Some(OrderHandle(head))
+    }
+
     /// Match a taker against the contra side, best price first, displayed before hidden,
     /// oldest first. Calls `on_fill` for each execution with the maker's payload. Returns the
     /// taker's unexecuted shares.
@@ -160,7 +188,9 @@ impl<T: Copy + Default> OrderBook<T> {
         // Each pass empties a level or ends the loop: bounded by the level count.
         let mut passes = 0u32;
         while remaining > 0 {
-            let Some(rung) = self.ladders[contra].best() else { break };
+            let Some(rung) = self.ladders[contra].best() else {
+                break;
+            };
             if !acceptable(taker_side, limit, self.levels.get(rung.level).price) {
                 break;
             }
@@ -170,7 +200,10 @@ impl<T: Copy + Default> OrderBook<T> {
                 self.levels.close(rung.level);
             }
             passes += 1;
-            assert!(passes <= self.levels.capacity(), "matching loop exceeded the level count");
+            assert!(
+                passes <= self.levels.capacity(),
+                "matching loop exceeded the level count"
+            );
         }
         remaining
     }
@@ -218,8 +251,14 @@ impl<T: Copy + Default> OrderBook<T> {
         payload: T,
     ) -> OrderHandle {
         assert!(shares > 0, "resting an empty order");
-        assert!(!self.crosses(side, price), "resting an order that crosses the book");
-        let index = self.pool.take().expect("order pool full (caller must check can_rest)");
+        assert!(
+            !self.crosses(side, price),
+            "resting an order that crosses the book"
+        );
+        let index = self
+            .pool
+            .take()
+            .expect("order pool full (caller must check can_rest)");
         {
             let slot = self.pool.get_mut(index);
             slot.leaves = shares;
@@ -328,7 +367,9 @@ impl<T: Copy + Default> OrderBook<T> {
             return;
         }
         let ladder = &mut self.ladders[side_index(side)];
-        let at = ladder.find(ladder.key(self.levels.get(level).price)).expect("level on ladder");
+        let at = ladder
+            .find(ladder.key(self.levels.get(level).price))
+            .expect("level on ladder");
         ladder.remove(at);
         self.levels.close(level);
     }
@@ -352,7 +393,12 @@ impl<T: Copy + Default> OrderBook<T> {
     pub fn for_each_level<F: FnMut(Price, u64, u64, u32)>(&self, side: Side, mut f: F) {
         for rung in self.ladders[side_index(side)].best_first() {
             let level = self.levels.get(rung.level);
-            f(level.price, level.displayed_shares, level.total_shares, level.order_count);
+            f(
+                level.price,
+                level.displayed_shares,
+                level.total_shares,
+                level.order_count,
+            );
         }
     }
 }

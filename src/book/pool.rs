@@ -58,11 +58,18 @@ pub(crate) struct Pool<T> {
 
 impl<T: Copy + Default> Pool<T> {
     pub fn new(capacity: u32) -> Self {
-        assert!(capacity > 0 && capacity < NIL, "order capacity out of range");
+        assert!(
+            capacity > 0 && capacity < NIL,
+            "order capacity out of range"
+        );
         let slots = (0..capacity)
             .map(|i| Slot::vacant(if i + 1 < capacity { i + 1 } else { NIL }))
             .collect::<Vec<_>>();
-        Pool { slots, free_head: 0, live_count: 0 }
+        Pool {
+            slots,
+            free_head: 0,
+            live_count: 0,
+        }
     }
 
     pub fn capacity(&self) -> u32 {

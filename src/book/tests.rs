@@ -4,12 +4,22 @@ use super::*;
 use crate::types::{Price, Side};
 
 fn book() -> OrderBook<u32> {
-    OrderBook::new(BookConfig { order_capacity: 64, level_capacity: 16 })
+    OrderBook::new(BookConfig {
+        order_capacity: 64,
+        level_capacity: 16,
+    })
 }
 
-fn fills(book: &mut OrderBook<u32>, side: Side, limit: u32, shares: u32) -> (Vec<(u32, u32, u32)>, u32) {
+fn fills(
+    book: &mut OrderBook<u32>,
+    side: Side,
+    limit: u32,
+    shares: u32,
+) -> (Vec<(u32, u32, u32)>, u32) {
     let mut out = Vec::new();
-    let left = book.execute(side, Price(limit), shares, |f, tag| out.push((*tag, f.shares, f.price.0)));
+    let left = book.execute(side, Price(limit), shares, |f, tag| {
+        out.push((*tag, f.shares, f.price.0))
+    });
     (out, left)
 }
 
@@ -107,7 +117,10 @@ fn filled_and_cancelled_orders_leave_the_expiry_wheel() {
 
 #[test]
 fn capacity_is_checked_not_grown() {
-    let mut b: OrderBook<u32> = OrderBook::new(BookConfig { order_capacity: 2, level_capacity: 1 });
+    let mut b: OrderBook<u32> = OrderBook::new(BookConfig {
+        order_capacity: 2,
+        level_capacity: 1,
+    });
     assert!(b.can_rest(Side::Buy, Price(100)));
     b.insert(Side::Buy, Price(100), 1, false, 0, 1);
     assert!(b.can_rest(Side::Buy, Price(100)));

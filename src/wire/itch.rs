@@ -55,13 +55,30 @@ pub enum Body {
     /// `R`, 39 bytes.
     StockDirectory(StockDirectory),
     /// `H`, 25 bytes.
-    TradingAction { stock: Symbol, state: u8, reserved: u8, reason: [u8; 4] },
+    TradingAction {
+        stock: Symbol,
+        state: u8,
+        reserved: u8,
+        reason: [u8; 4],
+    },
     /// `Y`, 20 bytes.
     RegSho { stock: Symbol, action: u8 },
     /// `L`, 26 bytes.
-    ParticipantPosition { mpid: Firm, stock: Symbol, primary: u8, mode: u8, state: u8 },
+    ParticipantPosition {
+        mpid: Firm,
+        stock: Symbol,
+        primary: u8,
+        mode: u8,
+        state: u8,
+    },
     /// `A`, 36 bytes.
-    AddOrder { order_ref: OrderRef, side: u8, shares: Shares, stock: Symbol, price: Price },
+    AddOrder {
+        order_ref: OrderRef,
+        side: u8,
+        shares: Shares,
+        stock: Symbol,
+        price: Price,
+    },
     /// `F`, 40 bytes.
     AddOrderMpid {
         order_ref: OrderRef,
@@ -72,7 +89,11 @@ pub enum Body {
         attribution: Firm,
     },
     /// `E`, 31 bytes.
-    OrderExecuted { order_ref: OrderRef, shares: Shares, match_number: MatchNumber },
+    OrderExecuted {
+        order_ref: OrderRef,
+        shares: Shares,
+        match_number: MatchNumber,
+    },
     /// `C`, 36 bytes.
     OrderExecutedWithPrice {
         order_ref: OrderRef,
@@ -86,7 +107,12 @@ pub enum Body {
     /// `D`, 19 bytes.
     OrderDelete { order_ref: OrderRef },
     /// `U`, 35 bytes.
-    OrderReplace { old_ref: OrderRef, new_ref: OrderRef, shares: Shares, price: Price },
+    OrderReplace {
+        old_ref: OrderRef,
+        new_ref: OrderRef,
+        shares: Shares,
+        price: Price,
+    },
     /// `P`, 44 bytes.
     Trade {
         order_ref: OrderRef,
@@ -97,7 +123,13 @@ pub enum Body {
         match_number: MatchNumber,
     },
     /// `Q`, 40 bytes (8-byte shares).
-    CrossTrade { shares: u64, stock: Symbol, price: Price, match_number: MatchNumber, cross_type: u8 },
+    CrossTrade {
+        shares: u64,
+        stock: Symbol,
+        price: Price,
+        match_number: MatchNumber,
+        cross_type: u8,
+    },
     /// `B`, 19 bytes.
     BrokenTrade { match_number: MatchNumber },
     /// `I`, 50 bytes.

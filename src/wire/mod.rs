@@ -16,7 +16,11 @@ pub enum DecodeError {
     /// The type letter is not one this decoder knows (for this direction).
     UnknownType(u8),
     /// Known type, but not its fixed length.
-    WrongLength { kind: u8, expected: usize, actual: usize },
+    WrongLength {
+        kind: u8,
+        expected: usize,
+        actual: usize,
+    },
     /// Too short for the header or a length prefix that points past the end.
     Truncated { needed: usize, actual: usize },
     /// A field that must hold a specific form does not (e.g. ASCII digits).
@@ -28,7 +32,11 @@ impl fmt::Display for DecodeError {
         match *self {
             DecodeError::Empty => write!(f, "empty message"),
             DecodeError::UnknownType(t) => write!(f, "unknown message type 0x{t:02x}"),
-            DecodeError::WrongLength { kind, expected, actual } => write!(
+            DecodeError::WrongLength {
+                kind,
+                expected,
+                actual,
+            } => write!(
                 f,
                 "message type {:?} must be {expected} bytes, got {actual}",
                 kind as char

@@ -268,7 +268,11 @@ impl Inbound {
             other => return Err(super::DecodeError::UnknownType(other)),
         };
         if b.len() != expected {
-            return Err(super::DecodeError::WrongLength { kind, expected, actual: b.len() });
+            return Err(super::DecodeError::WrongLength {
+                kind,
+                expected,
+                actual: b.len(),
+            });
         }
         let msg = match kind {
             b'O' => Inbound::Enter(EnterOrder {

@@ -1,0 +1,154 @@
+//! Order validation, in the order of DESIGN.md section 4: the first failure wins.
+
+use super::venue::SymbolSpec;
+use crate::types::{Firm, Price, Shares, Side};
+use crate::wire::ouch::{EnterOrder, ReplaceOrder, reject_reason as why};
+
+/// TIF special values (PROTOCOLS.md 2.1).
+pub(crate) const TIF_IOC: u32 = 0;
+pub(crate) const TIF_MARKET_HOURS: u32 = 99_998;
+pub(crate) const TIF_SYSTEM_HOURS: u32 = 99_999;
+
+/// Is this display letter one bourse offers?
+fn valid_display(display: u8) -> bool {
+    matches!(display, b'Y' | b'A' | b'N' | b'P')
+}
+
+/// The price rule shared by Enter and Replace (reject `X`).
+fn price_ok(price: Price, tif: u32, spec: &SymbolSpec) -> bool {
+    if price.is_market() {
+        return tif == TIF_IOC;
+    }
+    price.0 != 0 && price <= Price::MAX_LIMIT && price.0 % spec.tick == 0
+}
+
+/// Minimum quantity only on IOC orders and never above the shares (reject `N`).
+fn min_qty_ok(min_qty: Shares, tif: u32, shares: Shares) -> bool {
+    min_qty.0 == 0 || (tif == TIF_IOC && min_qty <= shares)
+}
+
+/// Price x shares within the symbol's notional limit; not applied to market orders.
+fn notional_ok(price: Price, shares: Shares, spec: &SymbolSpec) -> bool {
+    match spec.max_order_notional {
+        Some(limit_dollars) if !price.is_market() => {
+            u64::from(price.0) * u64::from(shares.0) <= limit_dollars.saturating_mul(10_000)
+        }
+        _ => true,
+    }
+}
+
+fn shares_in_range(shares: Shares) -> bool {
+    shares.0 >= 1 && shares <= Shares::MAX_ORDER
+}
+
+/// Market state the checks depend on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MarketState {
+    pub halted: bool,
+    pub closed: bool,
+}
+
+/// Checks of an Enter Order after the symbol lookup. Returns the side or the reject code.
+pub(crate) fn check_enter(
+    o: &EnterOrder,
+    side: Side,
+    spec: &SymbolSpec,
+    market: MarketState,
+    account_firm: Firm,
+) -> Result<Side, u8> {
+    if market.halted {
+        return Err(why::HALTED);
+    }
+    if market.closed {
+        return Err(why::CLOSED);
+    }
+    if !shares_in_range(o.shares) {
+        return Err(why::SHARES);
+    }
+    if !price_ok(o.price, o.tif, spec) {
+        return Err(why::PRICE);
+    }
+    if o.tif > TIF_SYSTEM_HOURS {
+        return Err(why::OTHER);
+    }
+    if !valid_display(o.display) {
+        return Err(why::DISPLAY);
+    }
+    if o.cross_type != b'N' {
+        return Err(why::CROSS);
+    }
+    if !min_qty_ok(o.min_qty, o.tif, o.shares) {
+        return Err(why::MIN_QTY);
+    }
+    if !o.firm.is_spaces() && o.firm != account_firm {
+        return Err(why::FIRM);
+    }
+    if o.shares.0 > spec.max_order_shares {
+        return Err(why::SHARES);
+    }
+    if !notional_ok(o.price, o.shares, spec) {
+        return Err(why::NOTIONAL);
+    }
+    Ok(side)
+}
+
+/// How a Replace fails validation (PROTOCOLS.md 2.6).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum ReplaceFault {
+    /// Outcome 3: the original cannot be replaced now; reject the replacement token.
+    Rejected(u8),
+    /// Outcome 2: invalid replace; the original is canceled.
+    Invalid,
+}
+
+/// Checks of a Replace: its Shares (the chain total) in place of the entered shares, its own
+/// price, TIF, display and minimum quantity; side, symbol, firm and cross type are inherited.
+pub(crate) fn check_replace(
+    u: &ReplaceOrder,
+    spec: &SymbolSpec,
+    market: MarketState,
+) -> Result<(), ReplaceFault> {
+    if market.halted {
+        return Err(ReplaceFault::Rejected(why::HALTED));
+    }
+    if market.closed {
+        return Err(ReplaceFault::Rejected(why::CLOSED));
+    }
+    let valid = shares_in_range(u.shares)
+        && price_ok(u.price, u.tif, spec)
+        && u.tif <= TIF_SYSTEM_HOURS
+        && valid_display(u.display)
+        && min_qty_ok(u.min_qty, u.tif, u.shares)
+        && u.shares.0 <= spec.max_order_shares
+        && notional_ok(u.price, u.shares, spec);
+    if valid {
+        Ok(())
+    } else {
+        Err(ReplaceFault::Invalid)
+    }
+}
+
+/// Capacity letters other than A/P/R/O are taken as O (DESIGN.md 4).
+pub(crate) fn normalize_capacity(capacity: u8) -> u8 {
+    if matches!(capacity, b'A' | b'P' | b'R' | b'O') {
+        capacity
+    } else {
+        b'O'
+    }
+}
+
+/// Intermarket sweep other than Y is taken as N.
+pub(crate) fn normalize_sweep(sweep: u8) -> u8 {
+    if sweep == b'Y' { b'Y' } else { b'N' }
+}
+
+/// Deadline in ms since the day epoch for a TIF in seconds, or 0 when the order does not
+/// expire by itself (IOC never rests; DAY orders end at end of day).
+pub(crate) fn deadline_ms(timestamp_ns: u64, tif: u32) -> u32 {
+    if tif == TIF_IOC || tif >= TIF_MARKET_HOURS {
+        return 0;
+    }
+    let deadline_ns = timestamp_ns + u64::from(tif) * 1_000_000_000;
+    let ms = deadline_ns.div_ceil(1_000_000);
+    u32::try_from(ms).expect("timestamps stay below 49 days")
+}

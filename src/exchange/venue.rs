@@ -1,0 +1,179 @@
+//! The venue definition the state machine runs with: symbols and accounts in configuration
+//! order (locates and account ids are positions), plus the capacities of every table.
+//!
+//! It is recorded in the journal's first record, so a journal replays without the config file.
+
+use crate::types::{AccountId, Firm, Locate, Symbol};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SymbolDef {
+    pub symbol: String,
+    /// Price increment in 1/10 000 dollars.
+    pub tick: u32,
+    pub round_lot: u32,
+    /// Fat-finger limit on one order's shares.
+    pub max_order_shares: u32,
+    /// Limit on price x shares of a limit order, in whole dollars.
+    pub max_order_notional: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountDef {
+    /// SoupBinTCP username (at most 6 characters).
+    pub username: String,
+    /// Default firm / MPID (at most 4 characters).
+    pub firm: String,
+}
+
+/// Sizes of the pre-allocated tables; reaching one rejects with a reason, never grows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Resting orders per symbol.
+    pub orders_per_symbol: u32,
+    /// Distinct prices per side per symbol.
+    pub levels_per_side: u32,
+    /// Order tokens an account may use in a day (accepted, rejected or replaced).
+    pub tokens_per_account: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            orders_per_symbol: 1 << 18,
+            levels_per_side: 1 << 13,
+            tokens_per_account: 1 << 18,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Venue {
+    pub symbols: Vec<SymbolDef>,
+    pub accounts: Vec<AccountDef>,
+    pub limits: Limits,
+}
+
+/// A symbol definition checked and converted to wire types.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SymbolSpec {
+    pub symbol: Symbol,
+    pub tick: u32,
+    pub round_lot: u32,
+    pub max_order_shares: u32,
+    pub max_order_notional: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VenueError(pub String);
+
+impl std::fmt::Display for VenueError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for VenueError {}
+
+impl Venue {
+    /// Check every field and convert symbols to wire form.
+    pub(crate) fn specs(&self) -> Result<Vec<SymbolSpec>, VenueError> {
+        let err = |m: String| Err(VenueError(m));
+        if self.symbols.is_empty() || self.symbols.len() > u16::MAX as usize {
+            return err(format!(
+                "need 1..=65535 symbols, got {}",
+                self.symbols.len()
+            ));
+        }
+        if self.accounts.is_empty() || self.accounts.len() > u16::MAX as usize {
+            return err(format!(
+                "need 1..=65535 accounts, got {}",
+                self.accounts.len()
+            ));
+        }
+        for a in &self.accounts {
+            if a.username.is_empty() || a.username.len() > 6 || !a.username.is_ascii() {
+                return err(format!(
+                    "account username {:?} must be 1-6 ASCII characters",
+                    a.username
+                ));
+            }
+            if a.firm.len() > 4 || !a.firm.is_ascii() {
+                return err(format!(
+                    "account firm {:?} must be at most 4 ASCII characters",
+                    a.firm
+                ));
+            }
+        }
+        let mut specs = Vec::with_capacity(self.symbols.len());
+        for s in &self.symbols {
+            let Some(symbol) = Symbol::from_str_padded(&s.symbol)
+                .filter(|_| s.symbol.is_ascii() && !s.symbol.is_empty())
+            else {
+                return err(format!(
+                    "symbol {:?} must be 1-8 ASCII characters",
+                    s.symbol
+                ));
+            };
+            if specs.iter().any(|x: &SymbolSpec| x.symbol == symbol) {
+                return err(format!("symbol {:?} is defined twice", s.symbol));
+            }
+            if s.tick == 0 {
+                return err(format!("symbol {:?}: tick must be positive", s.symbol));
+            }
+            specs.push(SymbolSpec {
+                symbol,
+                tick: s.tick,
+                round_lot: s.round_lot,
+                max_order_shares: s.max_order_shares,
+                max_order_notional: s.max_order_notional,
+            });
+        }
+        let l = self.limits;
+        if l.orders_per_symbol == 0 || l.levels_per_side == 0 || l.tokens_per_account == 0 {
+            return err("every limit must be positive".into());
+        }
+        Ok(specs)
+    }
+
+    pub fn locate_of(&self, symbol: &str) -> Option<Locate> {
+        let at = self.symbols.iter().position(|s| s.symbol == symbol)?;
+        Some(Locate(at as u16 + 1))
+    }
+
+    pub fn account_of(&self, username: &str) -> Option<AccountId> {
+        let at = self
+            .accounts
+            .iter()
+            .position(|a| a.username.eq_ignore_ascii_case(username))?;
+        Some(AccountId(at as u16))
+    }
+
+    pub(crate) fn firm(&self, account: AccountId) -> Firm {
+        Firm::from_str_padded(&self.accounts[account.0 as usize].firm).unwrap_or(Firm::SPACES)
+    }
+
+    /// A small venue for tests, benches and the embedded default config.
+    pub fn demo(symbols: &[&str], accounts: &[(&str, &str)], limits: Limits) -> Venue {
+        Venue {
+            symbols: symbols
+                .iter()
+                .map(|s| SymbolDef {
+                    symbol: s.to_string(),
+                    tick: 100,
+                    round_lot: 100,
+                    max_order_shares: 100_000,
+                    max_order_notional: Some(5_000_000),
+                })
+                .collect(),
+            accounts: accounts
+                .iter()
+                .map(|(u, f)| AccountDef {
+                    username: u.to_string(),
+                    firm: f.to_string(),
+                })
+                .collect(),
+            limits,
+        }
+    }
+}
