@@ -18,3 +18,6 @@ pub use input::{Admin, Command, Input, Outcome};
 pub use machine::Exchange;
 pub use sink::{Discard, Output, Recorder, Sink};
 pub use venue::{AccountDef, Limits, SymbolDef, Venue, VenueError};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1116 @@
+//! One test (or more) per rule of DESIGN.md section 4 and 5.
+
+use super::*;
+use crate::types::{
+    AccountId, Alpha, Firm, Locate, MatchNumber, OrderRef, Price, Shares, Timestamp, Token,
+};
+use crate::wire::itch::{self, Body};
+use crate::wire::ouch::{self, Inbound, Outbound};
+
+const A: AccountId = AccountId(0);
+const B: AccountId = AccountId(1);
+
+fn tok(s: &str) -> Token {
+    Token::from_str_padded(s).unwrap()
+}
+
+fn px(dollars_cents: u32) -> Price {
+    Price(dollars_cents * 100)
+}
+
+/// A venue with two symbols and two accounts, plus a recorder and a clock.
+struct Harness {
+    ex: Exchange,
+    seq: u64,
+    ts: u64,
+}
+
+impl Harness {
+    fn new() -> Self {
+        let venue = Venue::demo(
+            &["AAPL", "MSFT"],
+            &[("ALICE", "FRMA"), ("BOB", "FRMB")],
+            Limits {
+                orders_per_symbol: 64,
+                levels_per_side: 16,
+                tokens_per_account: 256,
+            },
+        );
+        let mut h = Harness {
+            ex: Exchange::new(venue).unwrap(),
+            seq: 0,
+            ts: 1_000_000_000,
+        };
+        h.run(Command::StartOfDay);
+        h
+    }
+
+    fn run(&mut self, command: Command) -> Vec<Output> {
+        self.seq += 1;
+        self.ts += 1_000;
+        let mut rec = Recorder::default();
+        let input = Input {
+            seq: self.seq,
+            timestamp: Timestamp(self.ts),
+            command,
+        };
+        self.ex.apply(&input, &mut rec);
+        rec.outputs
+    }
+
+    fn at(&mut self, ts_ns: u64) -> &mut Self {
+        assert!(ts_ns > self.ts);
+        self.ts = ts_ns - 1_000;
+        self
+    }
+
+    fn ouch(&mut self, account: AccountId, message: Inbound) -> Vec<Output> {
+        self.run(Command::Ouch { account, message })
+    }
+
+    fn enter(&mut self, account: AccountId, o: ouch::EnterOrder) -> Vec<Output> {
+        self.ouch(account, Inbound::Enter(o))
+    }
+
+    fn cancel(&mut self, account: AccountId, token: &str, shares: u32) -> Vec<Output> {
+        self.ouch(
+            account,
+            Inbound::Cancel(ouch::CancelOrder {
+                token: tok(token),
+                shares: Shares(shares),
+            }),
+        )
+    }
+
+    fn replace(&mut self, account: AccountId, u: ouch::ReplaceOrder) -> Vec<Output> {
+        self.ouch(account, Inbound::Replace(u))
+    }
+}
+
+fn order(token: &str, side: u8, shares: u32, price: Price) -> ouch::EnterOrder {
+    ouch::EnterOrder {
+        token: tok(token),
+        side,
+        shares: Shares(shares),
+        stock: Alpha(*b"AAPL    "),
+        price,
+        tif: 99_999,
+        firm: Firm::SPACES,
+        display: b'Y',
+        capacity: b'A',
+        intermarket_sweep: b'N',
+        min_qty: Shares(0),
+        cross_type: b'N',
+        customer_type: b' ',
+    }
+}
+
+fn replace(old: &str, new: &str, shares: u32, price: Price) -> ouch::ReplaceOrder {
+    ouch::ReplaceOrder {
+        existing: tok(old),
+        replacement: tok(new),
+        shares: Shares(shares),
+        price,
+        tif: 99_999,
+        display: b'Y',
+        intermarket_sweep: b'N',
+        min_qty: Shares(0),
+    }
+}
+
+/// Compact description of outputs for readable assertions.
+fn kinds(outputs: &[Output]) -> Vec<String> {
+    outputs
+        .iter()
+        .map(|o| match o {
+            Output::Ouch(acct, m) => format!("{}:{}", acct.0, ouch_kind(m)),
+            Output::Itch(m) => format!("itch:{}", itch_kind(&m.body)),
+        })
+        .collect()
+}
+
+fn ouch_kind(m: &Outbound) -> String {
+    match m {
+        Outbound::SystemEvent(e) => format!("S{}", e.event as char),
+        Outbound::Accepted(a) => format!("A{}", a.order_state as char),
+        Outbound::Replaced(r) => format!("U{}", r.order_state as char),
+        Outbound::Canceled(c) => format!("C{}{}", c.reason as char, c.decrement.0),
+        Outbound::Executed(e) => format!("E{}{}", e.liquidity as char, e.shares.0),
+        Outbound::Rejected(j) => format!("J{}", j.reason as char),
+        other => format!("{other:?}"),
+    }
+}
+
+fn itch_kind(b: &Body) -> String {
+    match b {
+        Body::SystemEvent { event } => format!("S{}", *event as char),
+        Body::StockDirectory(_) => "R".into(),
+        Body::TradingAction { state, .. } => format!("H{}", *state as char),
+        Body::AddOrder {
+            order_ref, shares, ..
+        } => format!("A{}x{}", order_ref.0, shares.0),
+        Body::AddOrderMpid {
+            order_ref,
+            attribution,
+            ..
+        } => format!("F{}{}", order_ref.0, attribution),
+        Body::OrderExecuted {
+            order_ref,
+            shares,
+            match_number,
+        } => {
+            format!("E{}x{}m{}", order_ref.0, shares.0, match_number.0)
+        }
+        Body::OrderCancel { order_ref, shares } => format!("X{}x{}", order_ref.0, shares.0),
+        Body::OrderDelete { order_ref } => format!("D{}", order_ref.0),
+        Body::OrderReplace {
+            old_ref,
+            new_ref,
+            shares,
+            ..
+        } => format!("U{}>{}x{}", old_ref.0, new_ref.0, shares.0),
+        Body::Trade {
+            order_ref,
+            side,
+            shares,
+            match_number,
+            ..
+        } => {
+            format!(
+                "P{}{}x{}m{}",
+                order_ref.0, *side as char, shares.0, match_number.0
+            )
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+fn reject_reason(outputs: &[Output]) -> u8 {
+    match outputs {
+        [Output::Ouch(_, Outbound::Rejected(j))] => j.reason,
+        other => panic!("expected one Rejected, got {:?}", kinds(other)),
+    }
+}
+
+#[test]
+fn start_of_day_messages() {
+    let venue = Venue::demo(
+        &["AAPL", "MSFT"],
+        &[("ALICE", "FRMA"), ("BOB", "FRMB")],
+        Limits::default(),
+    );
+    let mut ex = Exchange::new(venue).unwrap();
+    let mut rec = Recorder::default();
+    ex.apply(
+        &Input {
+            seq: 1,
+            timestamp: Timestamp(7),
+            command: Command::StartOfDay,
+        },
+        &mut rec,
+    );
+    assert_eq!(
+        kinds(&rec.outputs),
+        [
+            "itch:SO", "itch:R", "itch:R", "itch:HT", "itch:HT", "itch:SS", "itch:SQ", "0:SS",
+            "1:SS"
+        ]
+    );
+    let Output::Itch(r) = rec.outputs[2] else {
+        panic!()
+    };
+    assert_eq!(r.header.locate, 2);
+    assert_eq!(r.header.timestamp, Timestamp(7));
+    let Body::StockDirectory(d) = r.body else {
+        panic!()
+    };
+    assert_eq!(
+        (d.stock, d.round_lot_size, d.issue_sub_type, d.etp_leverage),
+        (Alpha(*b"MSFT    "), 100, *b"C ", 0)
+    );
+}
+
+#[test]
+fn each_enter_reject_code_in_order() {
+    let mut h = Harness::new();
+    let cases: Vec<(ouch::EnterOrder, u8)> = vec![
+        (
+            ouch::EnterOrder {
+                side: b'X',
+                ..order("r1", b'B', 100, px(10_00))
+            },
+            b'O',
+        ),
+        (
+            ouch::EnterOrder {
+                stock: Alpha(*b"aapl    "),
+                ..order("r2", b'B', 100, px(10_00))
+            },
+            b'S',
+        ),
+        (order("r3", b'B', 0, px(10_00)), b'Z'),
+        (order("r4", b'B', 1_000_000, px(10_00)), b'Z'),
+        (order("r5", b'B', 100, Price(0)), b'X'),
+        (order("r6", b'B', 100, Price(1_999_999_900 + 100)), b'X'),
+        (order("r7", b'B', 100, Price(100_050)), b'X'),
+        (order("r8", b'B', 100, Price::MARKET), b'X'),
+        (
+            ouch::EnterOrder {
+                tif: 100_000,
+                ..order("r9", b'B', 100, px(10_00))
+            },
+            b'O',
+        ),
+        (
+            ouch::EnterOrder {
+                display: b'Q',
+                ..order("r10", b'B', 100, px(10_00))
+            },
+            b'D',
+        ),
+        (
+            ouch::EnterOrder {
+                cross_type: b'O',
+                ..order("r11", b'B', 100, px(10_00))
+            },
+            b'R',
+        ),
+        (
+            ouch::EnterOrder {
+                min_qty: Shares(10),
+                ..order("r12", b'B', 100, px(10_00))
+            },
+            b'N',
+        ),
+        (
+            ouch::EnterOrder {
+                tif: 0,
+                min_qty: Shares(101),
+                ..order("r13", b'B', 100, px(10_00))
+            },
+            b'N',
+        ),
+        (
+            ouch::EnterOrder {
+                firm: Alpha(*b"FRMB"),
+                ..order("r14", b'B', 100, px(10_00))
+            },
+            b'L',
+        ),
+        (order("r15", b'B', 100_001, px(10_00)), b'Z'),
+        (order("r16", b'B', 100_000, px(50_01)), b'n'),
+    ];
+    for (o, reason) in cases {
+        let out = h.enter(A, o);
+        assert_eq!(reject_reason(&out), reason, "token {}", o.token);
+    }
+    // Own firm and spaces are fine; a market IOC is not a notional breach.
+    assert_eq!(
+        kinds(&h.enter(
+            A,
+            ouch::EnterOrder {
+                firm: Alpha(*b"FRMA"),
+                ..order("ok1", b'B', 100_000, px(50_00))
+            }
+        )),
+        ["0:AL", "itch:A1x100000"]
+    );
+    assert_eq!(
+        kinds(&h.enter(
+            A,
+            ouch::EnterOrder {
+                tif: 0,
+                ..order("ok2", b'S', 100_000, Price::MARKET)
+            }
+        )),
+        ["0:AL", "0:ER100000", "0:EA100000", "itch:E1x100000m1"]
+    );
+}
+
+#[test]
+fn halted_and_closed_rejects() {
+    let mut h = Harness::new();
+    assert_eq!(h.run(Command::Admin(Admin::Halt(Locate(1)))).len(), 1);
+    assert_eq!(
+        reject_reason(&h.enter(A, order("h1", b'B', 100, Price(0)))),
+        b'H',
+        "halt is checked before price"
+    );
+    let msft = ouch::EnterOrder {
+        stock: Alpha(*b"MSFT    "),
+        ..order("h2", b'B', 100, px(10_00))
+    };
+    assert_eq!(kinds(&h.enter(A, msft)), ["0:AL", "itch:A1x100"]);
+    assert!(
+        h.run(Command::Admin(Admin::Halt(Locate(1)))).is_empty(),
+        "already halted"
+    );
+    assert_eq!(
+        kinds(&h.run(Command::Admin(Admin::Resume(Locate(1))))),
+        ["itch:HT"]
+    );
+    h.run(Command::Admin(Admin::EndOfDay));
+    assert_eq!(
+        reject_reason(&h.enter(A, order("c1", b'B', 100, px(10_00)))),
+        b'C'
+    );
+}
+
+#[test]
+fn duplicate_tokens_are_ignored_even_after_reject() {
+    let mut h = Harness::new();
+    assert_eq!(
+        reject_reason(&h.enter(A, order("t1", b'B', 0, px(10_00)))),
+        b'Z'
+    );
+    assert!(h.enter(A, order("t1", b'B', 100, px(10_00))).is_empty());
+    assert_eq!(h.enter(A, order("t2", b'B', 100, px(10_00))).len(), 2);
+    assert!(h.enter(A, order("t2", b'B', 100, px(10_00))).is_empty());
+    // Tokens are per account and case-sensitive.
+    assert_eq!(h.enter(B, order("t2", b'S', 100, px(11_00))).len(), 2);
+    assert_eq!(h.enter(A, order("T2", b'S', 100, px(11_00))).len(), 2);
+}
+
+#[test]
+fn accepted_echoes_fields_and_numbers_refs_gaplessly() {
+    let mut h = Harness::new();
+    h.enter(A, order("bad", b'B', 0, px(10_00)));
+    let out = h.enter(
+        A,
+        ouch::EnterOrder {
+            side: b'T',
+            capacity: b'x',
+            intermarket_sweep: b'q',
+            display: b'P',
+            ..order("a1", b'T', 100, px(10_00))
+        },
+    );
+    let Output::Ouch(_, Outbound::Accepted(a)) = out[0] else {
+        panic!()
+    };
+    assert_eq!(
+        a.order_ref,
+        OrderRef(1),
+        "rejects consume no reference number"
+    );
+    assert_eq!(
+        (
+            a.side,
+            a.capacity,
+            a.intermarket_sweep,
+            a.display,
+            a.bbo_weight
+        ),
+        (b'T', b'O', b'N', b'P', b' ')
+    );
+    assert_eq!(a.firm, Alpha(*b"FRMA"));
+    let out = h.enter(A, order("a2", b'B', 100, px(9_00)));
+    let Output::Ouch(_, Outbound::Accepted(a)) = out[0] else {
+        panic!()
+    };
+    assert_eq!(a.order_ref, OrderRef(2));
+}
+
+#[test]
+fn price_time_priority_taker_before_maker_and_trade_at_maker_price() {
+    let mut h = Harness::new();
+    h.enter(B, order("s1", b'S', 100, px(10_01)));
+    h.enter(B, order("s2", b'S', 100, px(10_00)));
+    h.enter(B, order("s3", b'S', 100, px(10_00)));
+    let out = h.enter(A, order("b1", b'B', 250, px(10_01)));
+    assert_eq!(
+        kinds(&out),
+        [
+            "0:AL",
+            "0:ER100",
+            "1:EA100",
+            "itch:E2x100m1",
+            "0:ER100",
+            "1:EA100",
+            "itch:E3x100m2",
+            "0:ER50",
+            "1:EA50",
+            "itch:E1x50m3"
+        ]
+    );
+    let Output::Ouch(_, Outbound::Executed(e)) = out[7] else {
+        panic!()
+    };
+    assert_eq!((e.price, e.match_number), (px(10_01), MatchNumber(3)));
+}
+
+#[test]
+fn hidden_orders_trade_after_displayed_and_print_as_p() {
+    let mut h = Harness::new();
+    h.enter(
+        B,
+        ouch::EnterOrder {
+            display: b'N',
+            ..order("h", b'S', 100, px(10_00))
+        },
+    );
+    h.enter(B, order("d", b'S', 100, px(10_00)));
+    let out = h.enter(A, order("b", b'B', 150, px(10_00)));
+    assert_eq!(
+        kinds(&out),
+        [
+            "0:AL",
+            "0:ER100",
+            "1:EA100",
+            "itch:E2x100m1",
+            "0:ER50",
+            "1:EJ50",
+            "itch:P0Bx50m2"
+        ]
+    );
+    let Output::Itch(m) = out[6] else { panic!() };
+    let Body::Trade { stock, price, .. } = m.body else {
+        panic!()
+    };
+    assert_eq!((stock, price), (Alpha(*b"AAPL    "), px(10_00)));
+}
+
+#[test]
+fn attributable_adds_are_itch_f_with_the_firm() {
+    let mut h = Harness::new();
+    let out = h.enter(
+        B,
+        ouch::EnterOrder {
+            display: b'A',
+            ..order("f", b'S', 100, px(10_00))
+        },
+    );
+    assert_eq!(kinds(&out), ["1:AL", "itch:F1FRMB"]);
+    let hidden = h.enter(
+        B,
+        ouch::EnterOrder {
+            display: b'N',
+            ..order("n", b'S', 100, px(10_00))
+        },
+    );
+    assert_eq!(kinds(&hidden), ["1:AL"], "hidden orders never show on rest");
+}
+
+#[test]
+fn ioc_remainder_and_dead_iocs() {
+    let mut h = Harness::new();
+    assert_eq!(
+        kinds(&h.enter(
+            A,
+            ouch::EnterOrder {
+                tif: 0,
+                ..order("i0", b'B', 100, px(10_00))
+            }
+        )),
+        ["0:AD"]
+    );
+    assert_eq!(
+        kinds(&h.enter(
+            A,
+            ouch::EnterOrder {
+                tif: 0,
+                ..order("m0", b'B', 100, Price::MARKET)
+            }
+        )),
+        ["0:AD"]
+    );
+    h.enter(B, order("s", b'S', 60, px(10_00)));
+    let out = h.enter(
+        A,
+        ouch::EnterOrder {
+            tif: 0,
+            ..order("i1", b'B', 100, px(10_00))
+        },
+    );
+    assert_eq!(
+        kinds(&out),
+        ["0:AL", "0:ER60", "1:EA60", "itch:E3x60m1", "0:CI40"]
+    );
+    let Output::Ouch(_, Outbound::Accepted(a)) = out[0] else {
+        panic!()
+    };
+    assert_eq!(
+        a.order_ref,
+        OrderRef(4),
+        "dead accepts consume reference numbers"
+    );
+}
+
+#[test]
+fn min_qty_below_executable_is_dead_otherwise_executes_all() {
+    let mut h = Harness::new();
+    h.enter(B, order("s1", b'S', 50, px(10_00)));
+    h.enter(
+        B,
+        ouch::EnterOrder {
+            display: b'N',
+            ..order("s2", b'S', 30, px(10_01))
+        },
+    );
+    let min = |t, q| ouch::EnterOrder {
+        tif: 0,
+        min_qty: Shares(q),
+        ..order(t, b'B', 100, px(10_01))
+    };
+    assert_eq!(kinds(&h.enter(A, min("m1", 81))), ["0:AD"]);
+    assert_eq!(
+        kinds(&h.enter(A, min("m2", 80))),
+        [
+            "0:AL",
+            "0:ER50",
+            "1:EA50",
+            "itch:E1x50m1",
+            "0:ER30",
+            "1:EJ30",
+            "itch:P0Bx30m2",
+            "0:CI20"
+        ]
+    );
+}
+
+#[test]
+fn post_only_that_would_cross_is_dead_even_against_hidden() {
+    let mut h = Harness::new();
+    h.enter(
+        B,
+        ouch::EnterOrder {
+            display: b'N',
+            ..order("s", b'S', 50, px(10_00))
+        },
+    );
+    assert_eq!(
+        kinds(&h.enter(
+            A,
+            ouch::EnterOrder {
+                display: b'P',
+                ..order("p1", b'B', 100, px(10_00))
+            }
+        )),
+        ["0:AD"]
+    );
+    assert_eq!(
+        kinds(&h.enter(
+            A,
+            ouch::EnterOrder {
+                display: b'P',
+                ..order("p2", b'B', 100, px(9_99))
+            }
+        )),
+        ["0:AL", "itch:A3x100"]
+    );
+    // A resting post-only order is a displayed maker.
+    let out = h.enter(
+        B,
+        ouch::EnterOrder {
+            tif: 0,
+            ..order("t", b'S', 10, px(9_99))
+        },
+    );
+    assert_eq!(kinds(&out), ["1:AL", "1:ER10", "0:EA10", "itch:E3x10m1"]);
+}
+
+#[test]
+fn cancel_to_intended_size_keeps_priority() {
+    let mut h = Harness::new();
+    h.enter(A, order("a", b'B', 100, px(10_00)));
+    h.enter(A, order("b", b'B', 100, px(10_00)));
+    assert_eq!(kinds(&h.cancel(A, "a", 30)), ["0:CU70", "itch:X1x70"]);
+    assert!(h.cancel(A, "a", 30).is_empty(), "reduces nothing");
+    assert!(h.cancel(A, "a", 500).is_empty(), "never raises");
+    assert!(h.cancel(B, "a", 0).is_empty(), "not B's order");
+    assert!(h.cancel(A, "zz", 0).is_empty(), "unknown token");
+    let out = h.enter(B, order("s", b'S', 40, px(10_00)));
+    assert_eq!(
+        kinds(&out),
+        [
+            "1:AL",
+            "1:ER30",
+            "0:EA30",
+            "itch:E1x30m1",
+            "1:ER10",
+            "0:EA10",
+            "itch:E2x10m2"
+        ]
+    );
+    assert!(
+        h.cancel(A, "a", 0).is_empty(),
+        "fully executed order is dead"
+    );
+    assert_eq!(kinds(&h.cancel(A, "b", 0)), ["0:CU90", "itch:D2"]);
+    assert!(h.cancel(A, "b", 0).is_empty());
+}
+
+#[test]
+fn hidden_cancel_is_not_on_the_feed() {
+    let mut h = Harness::new();
+    h.enter(
+        A,
+        ouch::EnterOrder {
+            display: b'N',
+            ..order("n", b'B', 100, px(10_00))
+        },
+    );
+    assert_eq!(kinds(&h.cancel(A, "n", 10)), ["0:CU90"]);
+    assert_eq!(kinds(&h.cancel(A, "n", 0)), ["0:CU10"]);
+}
+
+#[test]
+fn replace_outcome_1_ignored() {
+    let mut h = Harness::new();
+    h.enter(A, order("a", b'B', 100, px(10_00)));
+    h.enter(A, order("used", b'B', 100, px(9_00)));
+    assert!(
+        h.replace(A, replace("nope", "n1", 100, px(10_00)))
+            .is_empty(),
+        "unknown existing"
+    );
+    assert!(
+        h.replace(A, replace("a", "used", 100, px(10_00)))
+            .is_empty(),
+        "replacement token used"
+    );
+    assert!(
+        h.replace(B, replace("a", "n2", 100, px(10_00))).is_empty(),
+        "another account's order"
+    );
+    h.cancel(A, "a", 0);
+    assert!(
+        h.replace(A, replace("a", "n3", 100, px(10_00))).is_empty(),
+        "dead existing"
+    );
+    // n1 was not consumed: it can still be entered.
+    assert_eq!(h.enter(A, order("n1", b'B', 1, px(8_00))).len(), 2);
+}
+
+#[test]
+fn replace_outcome_2_invalid_cancels_the_original() {
+    let mut h = Harness::new();
+    h.enter(A, order("a", b'B', 100, px(10_00)));
+    let out = h.replace(A, replace("a", "r", 1_000_000, px(10_00)));
+    assert_eq!(kinds(&out), ["0:CU100", "itch:D1"]);
+    let Output::Ouch(_, Outbound::Canceled(c)) = out[0] else {
+        panic!()
+    };
+    assert_eq!(c.token, tok("a"));
+    assert_eq!(
+        h.enter(A, order("r", b'B', 1, px(8_00))).len(),
+        2,
+        "replacement token not consumed"
+    );
+    for (i, bad) in [
+        replace("x", "r1", 100, Price(0)),
+        replace("x", "r1", 100, Price(1_000_050)),
+        ouch::ReplaceOrder {
+            display: b'Z',
+            ..replace("x", "r1", 100, px(10_00))
+        },
+        ouch::ReplaceOrder {
+            min_qty: Shares(5),
+            ..replace("x", "r1", 100, px(10_00))
+        },
+        replace("x", "r1", 100_001, px(10_00)),
+        replace("x", "r1", 100_000, px(50_01)),
+        replace("x", "r1", 0, px(10_00)),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let token = format!("x{i}");
+        h.enter(A, order(&token, b'B', 100, px(10_00)));
+        let out = h.replace(
+            A,
+            ouch::ReplaceOrder {
+                existing: tok(&token),
+                ..bad
+            },
+        );
+        assert_eq!(kinds(&out)[0], "0:CU100", "case {i}");
+    }
+}
+
+#[test]
+fn replace_outcome_3_halted_rejects_replacement_keeps_original() {
+    let mut h = Harness::new();
+    h.enter(A, order("a", b'B', 100, px(10_00)));
+    h.run(Command::Admin(Admin::Halt(Locate(1))));
+    assert_eq!(
+        reject_reason(&h.replace(A, replace("a", "r", 200, px(10_00)))),
+        b'H'
+    );
+    assert!(
+        h.enter(A, order("r", b'B', 1, px(8_00))).is_empty(),
+        "replacement token consumed"
+    );
+    assert_eq!(
+        kinds(&h.cancel(A, "a", 0)),
+        ["0:CU100", "itch:D1"],
+        "cancels work while halted"
+    );
+}
+
+#[test]
+fn replace_outcome_4_itch_u_when_it_rests_without_executing() {
+    let mut h = Harness::new();
+    h.enter(A, order("a", b'B', 100, px(10_00)));
+    let out = h.replace(A, replace("a", "r", 300, px(10_01)));
+    assert_eq!(kinds(&out), ["0:UL", "itch:U1>2x300"]);
+    let Output::Ouch(_, Outbound::Replaced(r)) = out[0] else {
+        panic!()
+    };
+    assert_eq!(
+        (r.token, r.previous_token, r.order_ref, r.shares),
+        (tok("r"), tok("a"), OrderRef(2), Shares(300))
+    );
+    assert!(h.cancel(A, "a", 0).is_empty(), "old token is dead");
+    assert_eq!(kinds(&h.cancel(A, "r", 0)), ["0:CU300", "itch:D2"]);
+}
+
+#[test]
+fn replace_loses_time_priority() {
+    let mut h = Harness::new();
+    h.enter(A, order("a", b'B', 100, px(10_00)));
+    h.enter(A, order("b", b'B', 100, px(10_00)));
+    h.replace(A, replace("a", "a2", 100, px(10_00)));
+    let out = h.enter(B, order("s", b'S', 100, px(10_00)));
+    assert_eq!(kinds(&out)[3], "itch:E2x100m1", "b now has priority");
+}
+
+#[test]
+fn replace_chain_total_counts_executed_shares() {
+    let mut h = Harness::new();
+    h.enter(A, order("a", b'B', 500, px(10_00)));
+    h.enter(B, order("s", b'S', 100, px(10_00)));
+    let out = h.replace(A, replace("a", "a2", 500, px(10_00)));
+    let Output::Ouch(_, Outbound::Replaced(r)) = out[0] else {
+        panic!()
+    };
+    assert_eq!(
+        r.shares,
+        Shares(400),
+        "entered 500, executed 100, replaced with 500 -> 400"
+    );
+    h.enter(B, order("s2", b'S', 150, px(10_00)));
+    let out = h.replace(A, replace("a2", "a3", 200, px(10_00)));
+    assert_eq!(
+        kinds(&out),
+        ["0:UD", "itch:D3"],
+        "chain executed 250 >= 200: nothing left"
+    );
+    let Output::Ouch(_, Outbound::Replaced(r)) = out[0] else {
+        panic!()
+    };
+    assert_eq!((r.shares, r.order_ref), (Shares(0), OrderRef(5)));
+    assert!(h.cancel(A, "a3", 0).is_empty());
+}
+
+#[test]
+fn replace_that_executes_publishes_delete_then_fills_then_add() {
+    let mut h = Harness::new();
+    h.enter(B, order("s", b'S', 100, px(10_05)));
+    h.enter(A, order("a", b'B', 300, px(10_00)));
+    let out = h.replace(A, replace("a", "a2", 300, px(10_05)));
+    assert_eq!(
+        kinds(&out),
+        [
+            "0:UL",
+            "itch:D2",
+            "0:ER100",
+            "1:EA100",
+            "itch:E1x100m1",
+            "itch:A3x200"
+        ]
+    );
+}
+
+#[test]
+fn replace_changing_attribution_or_visibility_is_delete_add() {
+    let mut h = Harness::new();
+    h.enter(A, order("a", b'B', 100, px(10_00)));
+    let out = h.replace(
+        A,
+        ouch::ReplaceOrder {
+            display: b'A',
+            ..replace("a", "b", 100, px(10_00))
+        },
+    );
+    assert_eq!(kinds(&out), ["0:UL", "itch:D1", "itch:F2FRMA"]);
+    let out = h.replace(
+        A,
+        ouch::ReplaceOrder {
+            display: b'N',
+            ..replace("b", "c", 100, px(10_00))
+        },
+    );
+    assert_eq!(kinds(&out), ["0:UL", "itch:D2"]);
+    let out = h.replace(
+        A,
+        ouch::ReplaceOrder {
+            display: b'P',
+            ..replace("c", "d", 100, px(10_00))
+        },
+    );
+    assert_eq!(kinds(&out), ["0:UL", "itch:A4x100"]);
+    let out = h.replace(
+        A,
+        ouch::ReplaceOrder {
+            display: b'Y',
+            ..replace("d", "e", 100, px(10_00))
+        },
+    );
+    assert_eq!(
+        kinds(&out),
+        ["0:UL", "itch:U4>5x100"],
+        "P and Y share attribution"
+    );
+}
+
+#[test]
+fn ioc_replacement_cancels_its_remainder() {
+    let mut h = Harness::new();
+    h.enter(B, order("s", b'S', 40, px(10_00)));
+    h.enter(A, order("a", b'B', 100, px(9_00)));
+    let out = h.replace(
+        A,
+        ouch::ReplaceOrder {
+            tif: 0,
+            ..replace("a", "i", 100, px(10_00))
+        },
+    );
+    assert_eq!(
+        kinds(&out),
+        [
+            "0:UL",
+            "itch:D2",
+            "0:ER40",
+            "1:EA40",
+            "itch:E1x40m1",
+            "0:CI60"
+        ]
+    );
+}
+
+#[test]
+fn modify_is_ignored() {
+    let mut h = Harness::new();
+    h.enter(A, order("a", b'S', 100, px(10_00)));
+    let m = Inbound::Modify(ouch::ModifyOrder {
+        token: tok("a"),
+        side: b'T',
+        shares: Shares(50),
+    });
+    assert!(h.ouch(A, m).is_empty());
+}
+
+#[test]
+fn time_in_force_expires_within_a_second_of_its_deadline() {
+    let mut h = Harness::new();
+    h.at(10_000_000_000).enter(
+        A,
+        ouch::EnterOrder {
+            tif: 5,
+            ..order("t", b'B', 100, px(10_00))
+        },
+    );
+    h.enter(
+        A,
+        ouch::EnterOrder {
+            tif: 5,
+            display: b'N',
+            ..order("n", b'B', 100, px(10_00))
+        },
+    );
+    h.enter(A, order("day", b'B', 100, px(10_00)));
+    assert!(
+        h.at(14_900_000_000).run(Command::Tick).is_empty(),
+        "not yet"
+    );
+    let out = h.at(15_000_010_000).run(Command::Tick);
+    assert_eq!(
+        kinds(&out),
+        ["0:CT100", "itch:D1"],
+        "n was entered 1 us later"
+    );
+    assert_eq!(kinds(&h.at(15_002_000_000).run(Command::Tick)), ["0:CT100"]);
+    assert!(h.cancel(A, "t", 0).is_empty());
+    assert!(
+        h.at(99_000_000_000).run(Command::Tick).is_empty(),
+        "DAY orders do not expire"
+    );
+}
+
+#[test]
+fn replace_restarts_time_in_force() {
+    let mut h = Harness::new();
+    h.at(10_000_000_000).enter(
+        A,
+        ouch::EnterOrder {
+            tif: 2,
+            ..order("t", b'B', 100, px(10_00))
+        },
+    );
+    h.at(11_500_000_000).replace(
+        A,
+        ouch::ReplaceOrder {
+            tif: 2,
+            ..replace("t", "t2", 100, px(10_00))
+        },
+    );
+    assert!(h.at(12_500_000_000).run(Command::Tick).is_empty());
+    assert_eq!(
+        kinds(&h.at(13_600_000_000).run(Command::Tick)),
+        ["0:CT100", "itch:D2"]
+    );
+}
+
+#[test]
+fn end_of_day_cancels_everything_in_order_then_system_events() {
+    let mut h = Harness::new();
+    h.enter(A, order("b1", b'B', 100, px(9_00)));
+    h.enter(B, order("b2", b'B', 100, px(9_50)));
+    h.enter(
+        A,
+        ouch::EnterOrder {
+            display: b'N',
+            ..order("b3", b'B', 100, px(9_50))
+        },
+    );
+    h.enter(B, order("s1", b'S', 100, px(11_00)));
+    h.enter(
+        A,
+        ouch::EnterOrder {
+            stock: Alpha(*b"MSFT    "),
+            ..order("m1", b'S', 100, px(20_00))
+        },
+    );
+    let out = h.run(Command::Admin(Admin::EndOfDay));
+    assert_eq!(
+        kinds(&out),
+        [
+            "1:CE100", "itch:D2", "0:CE100", "0:CE100", "itch:D1", "1:CE100", "itch:D4", "0:CE100",
+            "itch:D5", "0:SE", "1:SE", "itch:SM", "itch:SE", "itch:SC"
+        ]
+    );
+    assert!(
+        h.run(Command::Admin(Admin::EndOfDay)).is_empty(),
+        "only once"
+    );
+    assert_eq!(h.ex.resting_orders(), 0);
+}
+
+#[test]
+fn self_trade_is_allowed() {
+    let mut h = Harness::new();
+    h.enter(A, order("s", b'S', 100, px(10_00)));
+    assert_eq!(
+        kinds(&h.enter(A, order("b", b'B', 100, px(10_00)))),
+        ["0:AL", "0:ER100", "0:EA100", "itch:E1x100m1"]
+    );
+}
+
+#[test]
+fn market_order_echoes_market_price_and_sweeps() {
+    let mut h = Harness::new();
+    h.enter(B, order("s1", b'S', 100, px(10_00)));
+    h.enter(B, order("s2", b'S', 100, px(12_00)));
+    let out = h.enter(
+        A,
+        ouch::EnterOrder {
+            tif: 0,
+            ..order("m", b'B', 300, Price::MARKET)
+        },
+    );
+    let Output::Ouch(_, Outbound::Accepted(a)) = out[0] else {
+        panic!()
+    };
+    assert_eq!(a.price, Price::MARKET);
+    assert_eq!(kinds(&out)[7], "0:CI100");
+}
+
+#[test]
+fn capacity_limits_reject_with_o() {
+    let venue = Venue::demo(
+        &["AAPL"],
+        &[("ALICE", "FRMA")],
+        Limits {
+            orders_per_symbol: 2,
+            levels_per_side: 1,
+            tokens_per_account: 4,
+        },
+    );
+    let mut ex = Exchange::new(venue).unwrap();
+    let mut rec = Recorder::default();
+    let mut seq = 0;
+    let mut run = |ex: &mut Exchange, c| {
+        seq += 1;
+        ex.apply(
+            &Input {
+                seq,
+                timestamp: Timestamp(seq),
+                command: c,
+            },
+            &mut rec,
+        );
+        kinds(&rec.take())
+    };
+    run(&mut ex, Command::StartOfDay);
+    let enter = |t, p| Command::Ouch {
+        account: A,
+        message: Inbound::Enter(order(t, b'B', 1, p)),
+    };
+    assert_eq!(run(&mut ex, enter("a", px(10_00))), ["0:AL", "itch:A1x1"]);
+    assert_eq!(
+        run(&mut ex, enter("b", px(9_00))),
+        ["0:JO"],
+        "no level for a second price"
+    );
+    assert_eq!(run(&mut ex, enter("c", px(10_00))), ["0:AL", "itch:A2x1"]);
+    assert_eq!(
+        run(&mut ex, enter("d", px(10_00))),
+        ["0:JO"],
+        "tokens full after this one"
+    );
+    assert_eq!(
+        run(&mut ex, enter("e", px(10_00))),
+        ["0:JO"],
+        "not recorded"
+    );
+    assert_eq!(run(&mut ex, enter("e", px(10_00))), ["0:JO"]);
+}
+
+#[test]
+fn digest_tracks_state_and_ignores_history_noise() {
+    let mut h1 = Harness::new();
+    let mut h2 = Harness::new();
+    assert_eq!(h1.ex.state_digest(), h2.ex.state_digest());
+    h1.enter(A, order("a", b'B', 100, px(10_00)));
+    assert_ne!(h1.ex.state_digest(), h2.ex.state_digest());
+    h2.enter(A, order("a", b'B', 100, px(10_00)));
+    assert_eq!(h1.ex.state_digest(), h2.ex.state_digest());
+    h1.cancel(A, "a", 50);
+    assert_ne!(h1.ex.state_digest(), h2.ex.state_digest());
+}
+
+#[test]
+fn itch_messages_carry_locate_and_input_timestamp() {
+    let mut h = Harness::new();
+    let out = h.at(5_000_000_000).enter(
+        A,
+        ouch::EnterOrder {
+            stock: Alpha(*b"MSFT    "),
+            ..order("m", b'B', 100, px(10_00))
+        },
+    );
+    let Output::Itch(m) = out[1] else { panic!() };
+    assert_eq!(
+        m.header,
+        itch::Header {
+            locate: 2,
+            tracking: 0,
+            timestamp: Timestamp(5_000_000_000)
+        }
+    );
+    let Output::Ouch(_, Outbound::Accepted(a)) = out[0] else {
+        panic!()
+    };
+    assert_eq!(a.timestamp, Timestamp(5_000_000_000));
+}
