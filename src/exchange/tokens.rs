@@ -62,7 +62,7 @@ impl TokenTable {
     /// Entries in an order independent of hashing (for the state digest; allocates).
     pub fn sorted_entries(&self) -> Vec<(Token, TokenState)> {
         let mut entries: Vec<_> = self.map.iter().map(|(t, s)| (*t, *s)).collect();
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        entries.sort_by_key(|e| e.0);
         entries
     }
 

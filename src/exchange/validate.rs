@@ -19,7 +19,7 @@ fn price_ok(price: Price, tif: u32, spec: &SymbolSpec) -> bool {
     if price.is_market() {
         return tif == TIF_IOC;
     }
-    price.0 != 0 && price <= Price::MAX_LIMIT && price.0 % spec.tick == 0
+    price.0 != 0 && price <= Price::MAX_LIMIT && price.0.is_multiple_of(spec.tick)
 }
 
 /// Minimum quantity only on IOC orders and never above the shares (reject `N`).

@@ -52,6 +52,7 @@ impl fmt::Display for DecodeError {
 impl std::error::Error for DecodeError {}
 
 /// Big-endian field readers over a slice whose length the caller has already checked.
+#[allow(dead_code)] // the outbound codecs use the rest
 pub(crate) mod be {
     pub fn u16_at(b: &[u8], at: usize) -> u16 {
         u16::from_be_bytes([b[at], b[at + 1]])

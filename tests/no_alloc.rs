@@ -1,0 +1,171 @@
+//! The hot path allocates nothing after start-up: a counting global allocator watches the
+//! exchange apply enters, matches, cancels, replaces, expiries and end of day.
+
+use bourse::exchange::{Admin, Command, Discard, Exchange, Input, Limits, Venue};
+use bourse::types::{AccountId, Alpha, Firm, Price, Shares, Timestamp, Token};
+use bourse::wire::ouch::{CancelOrder, EnterOrder, Inbound, ReplaceOrder};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+struct Counting;
+
+thread_local! {
+    // Per thread, so tests running in parallel do not count each other's allocations.
+    static WATCHING: Cell<bool> = const { Cell::new(false) };
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count_if_watching() {
+    if WATCHING.with(|w| w.get()) {
+        ALLOCATIONS.with(|a| a.set(a.get() + 1));
+    }
+}
+
+fn allocations() -> u64 {
+    ALLOCATIONS.with(|a| a.get())
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count_if_watching();
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count_if_watching();
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn token(n: u64) -> Token {
+    let mut t = [b' '; 14];
+    let digits = format!("T{n}");
+    t[..digits.len()].copy_from_slice(digits.as_bytes());
+    Alpha(t)
+}
+
+fn enter(n: u64, side: u8, shares: u32, price: u32, tif: u32, display: u8) -> Inbound {
+    Inbound::Enter(EnterOrder {
+        token: token(n),
+        side,
+        shares: Shares(shares),
+        stock: Alpha(*b"AAPL    "),
+        price: Price(price),
+        tif,
+        firm: Firm::SPACES,
+        display,
+        capacity: b'A',
+        intermarket_sweep: b'N',
+        min_qty: Shares(0),
+        cross_type: b'N',
+        customer_type: b' ',
+    })
+}
+
+/// A day's worth of mixed inputs, built before counting starts.
+fn inputs() -> Vec<Input> {
+    let mut commands = vec![Command::StartOfDay];
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for n in 1..=20_000u64 {
+        let account = AccountId((n % 3) as u16);
+        let r = next();
+        let price = 1_000_000 + (r % 40) as u32 * 100;
+        let side = if r & 64 == 0 { b'B' } else { b'S' };
+        let message = match r % 10 {
+            0..=4 => enter(
+                n,
+                side,
+                100 + (r % 500) as u32,
+                price,
+                [99_999, 0, 3][(r % 3) as usize],
+                [b'Y', b'N', b'A', b'P'][(r % 4) as usize],
+            ),
+            5 | 6 => Inbound::Cancel(CancelOrder {
+                token: token(n.saturating_sub(1 + r % 30)),
+                shares: Shares((r % 3) as u32 * 50),
+            }),
+            _ => Inbound::Replace(ReplaceOrder {
+                existing: token(n.saturating_sub(1 + r % 30)),
+                replacement: token(n),
+                shares: Shares(100 + (r % 400) as u32),
+                price: Price(price),
+                tif: 99_999,
+                display: b'Y',
+                intermarket_sweep: b'N',
+                min_qty: Shares(0),
+            }),
+        };
+        commands.push(Command::Ouch { account, message });
+        if n % 500 == 0 {
+            commands.push(Command::Tick);
+        }
+    }
+    commands.push(Command::Admin(Admin::EndOfDay));
+    commands
+        .into_iter()
+        .enumerate()
+        .map(|(i, command)| Input {
+            seq: i as u64 + 1,
+            timestamp: Timestamp(1_000_000_000 + i as u64 * 10_000_000),
+            command,
+        })
+        .collect()
+}
+
+#[test]
+fn apply_allocates_nothing_after_start_up() {
+    let venue = Venue::demo(
+        &["AAPL", "MSFT"],
+        &[("A", "FA"), ("B", "FB"), ("C", "FC")],
+        Limits {
+            orders_per_symbol: 50_000,
+            levels_per_side: 1_000,
+            tokens_per_account: 20_000,
+        },
+    );
+    let mut exchange = Exchange::new(venue).unwrap();
+    let inputs = inputs();
+    let mut sink = Discard::default();
+    WATCHING.with(|w| w.set(true));
+    for input in &inputs {
+        exchange.apply(input, &mut sink);
+    }
+    WATCHING.with(|w| w.set(false));
+    let allocations = allocations();
+    println!(
+        "{} inputs, {} OUCH and {} ITCH outputs, {} matches, {} allocations",
+        inputs.len(),
+        sink.ouch_count,
+        sink.itch_count,
+        exchange.matches_used(),
+        allocations
+    );
+    assert!(
+        exchange.matches_used() > 1_000,
+        "the workload must actually trade"
+    );
+    assert!(sink.ouch_count > 20_000);
+    assert_eq!(allocations, 0, "the hot path allocated");
+}
+
+#[test]
+fn the_counter_sees_allocations() {
+    WATCHING.with(|w| w.set(true));
+    let before = allocations();
+    let v = std::hint::black_box(vec![1u8; 64]);
+    let after = allocations();
+    WATCHING.with(|w| w.set(false));
+    drop(v);
+    assert!(after > before);
+}
