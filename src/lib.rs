@@ -6,6 +6,7 @@
 //! replay, in benchmarks and in tests.
 
 pub mod book;
+pub mod config;
 pub mod exchange;
 pub mod types;
 pub mod wire;

@@ -6,15 +6,27 @@
 use crate::types::{AccountId, Firm, Locate, Symbol};
 use serde::{Deserialize, Serialize};
 
+fn default_round_lot() -> u32 {
+    100
+}
+
+fn default_max_order_shares() -> u32 {
+    999_999
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SymbolDef {
     pub symbol: String,
     /// Price increment in 1/10 000 dollars.
     pub tick: u32,
+    #[serde(default = "default_round_lot")]
     pub round_lot: u32,
     /// Fat-finger limit on one order's shares.
+    #[serde(default = "default_max_order_shares")]
     pub max_order_shares: u32,
     /// Limit on price x shares of a limit order, in whole dollars.
+    #[serde(default)]
     pub max_order_notional: Option<u64>,
 }
 
@@ -28,6 +40,7 @@ pub struct AccountDef {
 
 /// Sizes of the pre-allocated tables; reaching one rejects with a reason, never grows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Limits {
     /// Resting orders per symbol.
     pub orders_per_symbol: u32,
