@@ -8,5 +8,6 @@
 pub mod book;
 pub mod config;
 pub mod exchange;
+pub mod sequencer;
 pub mod types;
 pub mod wire;
