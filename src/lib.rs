@@ -9,5 +9,6 @@ pub mod book;
 pub mod config;
 pub mod exchange;
 pub mod sequencer;
+pub mod stream;
 pub mod types;
 pub mod wire;

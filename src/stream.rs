@@ -1,0 +1,209 @@
+//! Sequenced message streams: the whole session's ITCH messages (for the re-request server)
+//! and each account's OUCH messages (for replay on re-login).
+//!
+//! One writer appends; any number of readers on other threads read every message already
+//! published. Storage is reserved once as anonymous memory maps (the OS backs pages only as
+//! they are written), so appending never allocates and never moves data under a reader. A
+//! full stream refuses the append; the caller decides what that means (the venue stops taking
+//! orders rather than losing what it said).
+//!
+//! Both streams are derived from the journal, so they are rebuilt by replay after a restart.
+
+use memmap2::MmapMut;
+use std::cell::UnsafeCell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Bytes of index per message: the end offset of the message in the data area.
+const INDEX_ENTRY_BYTES: usize = 8;
+
+struct Shared {
+    data: UnsafeCell<MmapMut>,
+    index: UnsafeCell<MmapMut>,
+    /// Messages published: readers may read sequence numbers 1..=published.
+    published: AtomicU64,
+    capacity_bytes: u64,
+    capacity_messages: u64,
+}
+
+// Safety: the single `StreamWriter` only writes bytes past the published end, and publishes
+// them with a Release store; readers only read below the published end loaded with Acquire.
+// The maps themselves are never resized or moved.
+unsafe impl Sync for Shared {}
+unsafe impl Send for Shared {}
+
+/// The single writer of a stream.
+pub struct StreamWriter {
+    shared: Arc<Shared>,
+    count: u64,
+    end_bytes: u64,
+}
+
+/// A reader of a stream; cheap to clone and send to other threads.
+#[derive(Clone)]
+pub struct StreamReader {
+    shared: Arc<Shared>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamFull;
+
+impl std::fmt::Display for StreamFull {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("message stream is full")
+    }
+}
+
+impl std::error::Error for StreamFull {}
+
+/// Reserve a stream of at most `capacity_bytes` of message data and `capacity_messages`.
+pub fn stream(
+    capacity_bytes: u64,
+    capacity_messages: u64,
+) -> std::io::Result<(StreamWriter, StreamReader)> {
+    assert!(capacity_bytes > 0 && capacity_messages > 0);
+    let data = MmapMut::map_anon(usize::try_from(capacity_bytes).expect("fits the address space"))?;
+    let index_bytes = capacity_messages
+        .checked_mul(INDEX_ENTRY_BYTES as u64)
+        .expect("index size");
+    let index = MmapMut::map_anon(usize::try_from(index_bytes).expect("fits the address space"))?;
+    let shared = Arc::new(Shared {
+        data: UnsafeCell::new(data),
+        index: UnsafeCell::new(index),
+        published: AtomicU64::new(0),
+        capacity_bytes,
+        capacity_messages,
+    });
+    Ok((
+        StreamWriter {
+            shared: shared.clone(),
+            count: 0,
+            end_bytes: 0,
+        },
+        StreamReader { shared },
+    ))
+}
+
+impl StreamWriter {
+    /// Append one message; returns its sequence number (1-based, gapless).
+    pub fn append(&mut self, message: &[u8]) -> Result<u64, StreamFull> {
+        let start = self.end_bytes;
+        let end = start + message.len() as u64;
+        if end > self.shared.capacity_bytes || self.count >= self.shared.capacity_messages {
+            return Err(StreamFull);
+        }
+        // Safety: bytes [start, end) and index slot `count` are beyond the published end, so
+        // no reader looks at them until the Release store below.
+        unsafe {
+            let data = &mut *self.shared.data.get();
+            data[start as usize..end as usize].copy_from_slice(message);
+            let index = &mut *self.shared.index.get();
+            let at = self.count as usize * INDEX_ENTRY_BYTES;
+            index[at..at + INDEX_ENTRY_BYTES].copy_from_slice(&end.to_ne_bytes());
+        }
+        self.count += 1;
+        self.end_bytes = end;
+        self.shared.published.store(self.count, Ordering::Release);
+        Ok(self.count)
+    }
+
+    /// Messages appended so far (the last sequence number).
+    pub fn len(&self) -> u64 {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    pub fn reader(&self) -> StreamReader {
+        StreamReader {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl StreamReader {
+    /// Messages published so far.
+    pub fn len(&self) -> u64 {
+        self.shared.published.load(Ordering::Acquire)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The message with sequence number `seq` (1-based), if published.
+    pub fn get(&self, seq: u64) -> Option<&[u8]> {
+        if seq == 0 || seq > self.len() {
+            return None;
+        }
+        // Safety: `seq` is published, so its index entry and bytes are written and frozen.
+        unsafe {
+            let index = &*self.shared.index.get();
+            let end_at = |n: u64| {
+                let at = n as usize * INDEX_ENTRY_BYTES;
+                u64::from_ne_bytes(
+                    index[at..at + INDEX_ENTRY_BYTES]
+                        .try_into()
+                        .expect("8 bytes"),
+                )
+            };
+            let end = end_at(seq - 1);
+            let start = if seq == 1 { 0 } else { end_at(seq - 2) };
+            let data = &*self.shared.data.get();
+            Some(&data[start as usize..end as usize])
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn append_then_read_in_order() {
+        let (mut w, r) = stream(1024, 16).unwrap();
+        assert!(r.get(1).is_none());
+        assert_eq!(w.append(b"abc"), Ok(1));
+        assert_eq!(w.append(b""), Ok(2));
+        assert_eq!(w.append(b"defg"), Ok(3));
+        assert_eq!(r.len(), 3);
+        assert_eq!(r.get(1), Some(&b"abc"[..]));
+        assert_eq!(r.get(2), Some(&b""[..]));
+        assert_eq!(r.get(3), Some(&b"defg"[..]));
+        assert_eq!(r.get(0), None);
+        assert_eq!(r.get(4), None);
+    }
+
+    #[test]
+    fn full_by_bytes_or_by_count() {
+        let (mut w, _) = stream(4, 16).unwrap();
+        assert!(w.append(b"abcd").is_ok());
+        assert_eq!(w.append(b"e"), Err(StreamFull));
+        let (mut w, _) = stream(64, 1).unwrap();
+        assert!(w.append(b"a").is_ok());
+        assert_eq!(w.append(b"b"), Err(StreamFull));
+    }
+
+    #[test]
+    fn a_reader_thread_sees_every_published_message() {
+        let (mut w, r) = stream(1 << 20, 1 << 16).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut next = 1u64;
+            while next <= 10_000 {
+                match r.get(next) {
+                    Some(m) => {
+                        assert_eq!(m, next.to_be_bytes());
+                        next += 1;
+                    }
+                    None => std::thread::sleep(std::time::Duration::from_micros(50)),
+                }
+            }
+        });
+        for n in 1..=10_000u64 {
+            w.append(&n.to_be_bytes()).unwrap();
+        }
+        reader.join().unwrap();
+    }
+}
