@@ -4,7 +4,11 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "bourse", version, about = "Exchange matching engine daemon (OUCH 4.2 in, ITCH 5.0 out)")]
+#[command(
+    name = "bourse",
+    version,
+    about = "Exchange matching engine daemon (OUCH 4.2 in, ITCH 5.0 out)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
