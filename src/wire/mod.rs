@@ -1,9 +1,26 @@
 //! Wire codecs shared by the daemon and the tools: SoupBinTCP 4.00, OUCH 4.2, MoldUDP64 1.00,
 //! TotalView-ITCH 5.0 and GLIMPSE 5.0. Zero-copy decoding from byte slices; encoding into
 //! caller-provided buffers.
+//!
+//! Contract shared by every codec here:
+//! - **Decoding never panics and never reads out of bounds.** Any byte string yields a message or
+//!   a typed [`DecodeError`]; every decoder checks the exact length before touching a field.
+//! - **Encoding never allocates.** Encoders write into a caller-provided `&mut [u8]` and return
+//!   the number of bytes written. A buffer shorter than the message is a programmer error and
+//!   fails an assertion (the caller sizes buffers from the `*_LEN` / `MAX_*` constants).
+//!
+//! UNCONFIRMED choices (PROTOCOLS.md) are listed in each module's documentation.
 
+pub mod ascii;
+pub mod glimpse;
 pub mod itch;
+pub mod moldudp64;
 pub mod ouch;
+pub mod pcap;
+pub mod soupbin;
+
+#[cfg(test)]
+mod tests;
 
 use std::fmt;
 
@@ -51,9 +68,29 @@ impl fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
-/// Big-endian field readers over a slice whose length the caller has already checked.
-#[allow(dead_code)] // the outbound codecs use the rest
+/// Big-endian field readers and writers over a slice whose length the caller has already checked.
 pub(crate) mod be {
+    pub fn u48_at(b: &[u8], at: usize) -> u64 {
+        let mut x = [0u8; 8];
+        x[2..].copy_from_slice(&b[at..at + 6]);
+        u64::from_be_bytes(x)
+    }
+    pub fn put_u16(b: &mut [u8], at: usize, v: u16) {
+        b[at..at + 2].copy_from_slice(&v.to_be_bytes());
+    }
+    pub fn put_u32(b: &mut [u8], at: usize, v: u32) {
+        b[at..at + 4].copy_from_slice(&v.to_be_bytes());
+    }
+    /// Writes the low 48 bits of `v` (ITCH timestamps).
+    pub fn put_u48(b: &mut [u8], at: usize, v: u64) {
+        b[at..at + 6].copy_from_slice(&v.to_be_bytes()[2..]);
+    }
+    pub fn put_u64(b: &mut [u8], at: usize, v: u64) {
+        b[at..at + 8].copy_from_slice(&v.to_be_bytes());
+    }
+    pub fn put_bytes(b: &mut [u8], at: usize, v: &[u8]) {
+        b[at..at + v.len()].copy_from_slice(v);
+    }
     pub fn u16_at(b: &[u8], at: usize) -> u16 {
         u16::from_be_bytes([b[at], b[at + 1]])
     }
