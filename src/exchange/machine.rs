@@ -846,6 +846,59 @@ impl Exchange {
         self.itch_message(symbol, ts, body)
     }
 
+    /// The GLIMPSE 5.0 snapshot body (DESIGN.md 5): per symbol in config order its Stock
+    /// Directory, its Trading Action (current state) and an `A`/`F` for every displayed
+    /// resting order with its leaves, bids then asks in priority order. Stamped `ts`.
+    pub fn snapshot<F: FnMut(&itch::Message)>(&self, ts: Timestamp, mut emit: F) {
+        for symbol in 0..self.specs.len() as u16 {
+            emit(&self.stock_directory(symbol, ts));
+            let state = if self.halted[symbol as usize] {
+                itch::trading_state::HALTED
+            } else {
+                itch::trading_state::TRADING
+            };
+            emit(&self.trading_action(symbol, ts, state));
+            let stock = self.specs[symbol as usize].symbol;
+            for side in [Side::Buy, Side::Sell] {
+                self.books[symbol as usize].for_each_order(side, |o| {
+                    if o.hidden {
+                        return;
+                    }
+                    let order_ref = OrderRef(o.payload.order_ref);
+                    let (side, shares, price) = (side.itch_byte(), Shares(o.leaves), o.price);
+                    let body = if o.payload.display == b'A' {
+                        let attribution = self.firms[o.payload.account as usize];
+                        itch::Body::AddOrderMpid {
+                            order_ref,
+                            side,
+                            shares,
+                            stock,
+                            price,
+                            attribution,
+                        }
+                    } else {
+                        itch::Body::AddOrder {
+                            order_ref,
+                            side,
+                            shares,
+                            stock,
+                            price,
+                        }
+                    };
+                    emit(&self.itch_message(symbol, ts, body));
+                });
+            }
+        }
+    }
+
+    /// Orders that will expire by time; the sequencer ticks only while there are any.
+    pub fn expiring_orders(&self) -> u64 {
+        self.books
+            .iter()
+            .map(|b| u64::from(b.expiring_count()))
+            .sum()
+    }
+
     /// Handle of a live order by account and token (tools and tests).
     pub fn live_order(&self, account: AccountId, token: &Token) -> Option<(u16, OrderHandle)> {
         match self.tokens.get(account.0 as usize)?.get(token)? {

@@ -1114,3 +1114,29 @@ fn itch_messages_carry_locate_and_input_timestamp() {
     };
     assert_eq!(a.timestamp, Timestamp(5_000_000_000));
 }
+
+#[test]
+fn snapshot_lists_directory_state_and_displayed_orders_in_priority() {
+    let mut h = Harness::new();
+    h.enter(A, order("b1", b'B', 100, px(9_00)));
+    h.enter(
+        B,
+        ouch::EnterOrder {
+            display: b'A',
+            ..order("b2", b'B', 200, px(9_50))
+        },
+    );
+    h.enter(
+        A,
+        ouch::EnterOrder {
+            display: b'N',
+            ..order("b3", b'B', 100, px(9_50))
+        },
+    );
+    h.enter(B, order("s1", b'S', 300, px(11_00)));
+    h.cancel(B, "s1", 250);
+    h.run(Command::Admin(Admin::Halt(Locate(2))));
+    let mut seen = Vec::new();
+    h.ex.snapshot(Timestamp(42), |m| seen.push(itch_kind(&m.body)));
+    assert_eq!(seen, ["R", "HT", "F2FRMB", "A1x100", "A4x250", "R", "HH"]);
+}
