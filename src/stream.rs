@@ -133,6 +133,28 @@ impl StreamReader {
         self.len() == 0
     }
 
+    /// Bytes of the published messages from `seq` (1-based) to the end; 0 when none.
+    pub fn bytes_from(&self, seq: u64) -> u64 {
+        let len = self.len();
+        if seq == 0 || seq > len {
+            return 0;
+        }
+        self.end_offset(len) - self.end_offset(seq - 1)
+    }
+
+    /// End offset of the first `count` messages (0 for none). `count` must be published.
+    fn end_offset(&self, count: u64) -> u64 {
+        if count == 0 {
+            return 0;
+        }
+        // Safety: entry `count - 1` is published, so written and frozen.
+        unsafe {
+            let index = &*self.shared.index.get();
+            let at = (count - 1) as usize * INDEX_ENTRY_BYTES;
+            u64::from_ne_bytes(index[at..at + INDEX_ENTRY_BYTES].try_into().expect("8 bytes"))
+        }
+    }
+
     /// The message with sequence number `seq` (1-based), if published.
     pub fn get(&self, seq: u64) -> Option<&[u8]> {
         if seq == 0 || seq > self.len() {
@@ -174,6 +196,9 @@ mod tests {
         assert_eq!(r.get(3), Some(&b"defg"[..]));
         assert_eq!(r.get(0), None);
         assert_eq!(r.get(4), None);
+        assert_eq!(r.bytes_from(1), 7);
+        assert_eq!(r.bytes_from(3), 4);
+        assert_eq!(r.bytes_from(4), 0);
     }
 
     #[test]

@@ -1,0 +1,153 @@
+//! One TCP connection of the order-entry gateway: framing in, a fixed write buffer out.
+
+use super::Admitted;
+use crate::stream::StreamReader;
+use crate::wire::soupbin::{self, FrameReader, HEADER_LEN};
+use mio::net::TcpStream;
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+
+/// Bytes of the per-connection write buffer (packets wait here for the socket).
+pub(crate) const WRITE_BUFFER_BYTES: usize = 64 << 10;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum State {
+    AwaitingLogin,
+    LoggedIn {
+        session: Admitted,
+        /// Sequence number of the next message to copy into the write buffer.
+        next_seq: u64,
+        /// Has this session ever been level with the live stream (replay finished)?
+        caught_up: bool,
+    },
+}
+
+pub(crate) struct Connection {
+    pub stream: TcpStream,
+    pub peer: SocketAddr,
+    pub reader: FrameReader,
+    pub state: State,
+    out: Box<[u8]>,
+    out_start: usize,
+    out_end: usize,
+    pub opened_ns: u64,
+    pub last_recv_ns: u64,
+    pub last_send_ns: u64,
+    /// Last time the socket took bytes while we had some to write.
+    pub last_progress_ns: u64,
+    /// After Logout, End of Session or an error: close once the write buffer is drained.
+    pub closing: bool,
+}
+
+impl Connection {
+    pub fn new(stream: TcpStream, peer: SocketAddr, now_ns: u64) -> Connection {
+        Connection {
+            stream,
+            peer,
+            reader: FrameReader::new(soupbin::CLIENT_MAX_PACKET_LEN),
+            state: State::AwaitingLogin,
+            out: vec![0u8; WRITE_BUFFER_BYTES].into_boxed_slice(),
+            out_start: 0,
+            out_end: 0,
+            opened_ns: now_ns,
+            last_recv_ns: now_ns,
+            last_send_ns: now_ns,
+            last_progress_ns: now_ns,
+            closing: false,
+        }
+    }
+
+    pub fn pending_bytes(&self) -> usize {
+        self.out_end - self.out_start
+    }
+
+    fn space(&mut self) -> &mut [u8] {
+        if self.out_start == self.out_end {
+            self.out_start = 0;
+            self.out_end = 0;
+        } else if self.out_start > 0 && self.out.len() - self.out_end < soupbin::MAX_PACKET_LEN.min(512) {
+            self.out.copy_within(self.out_start..self.out_end, 0);
+            self.out_end -= self.out_start;
+            self.out_start = 0;
+        }
+        &mut self.out[self.out_end..]
+    }
+
+    /// Queue one packet built by `write` (which returns its length); false if it does not fit.
+    pub fn queue(&mut self, needed: usize, write: impl FnOnce(&mut [u8]) -> usize) -> bool {
+        let space = self.space();
+        if space.len() < needed {
+            return false;
+        }
+        let n = write(&mut space[..needed]);
+        assert!(n <= needed);
+        self.out_end += n;
+        true
+    }
+
+    /// Copy sequenced messages from the account's stream into the write buffer as space allows.
+    pub fn fill_from(&mut self, stream: &StreamReader) {
+        let State::LoggedIn { next_seq, .. } = self.state else { return };
+        let mut seq = next_seq;
+        let last = stream.len();
+        while seq <= last {
+            let message = stream.get(seq).expect("published message");
+            let copied = self.queue(HEADER_LEN + message.len(), |buf| {
+                buf[HEADER_LEN..].copy_from_slice(message);
+                soupbin::write_header(buf, soupbin::kind::SEQUENCED_DATA, message.len())
+            });
+            if !copied {
+                break;
+            }
+            seq += 1;
+        }
+        if let State::LoggedIn { next_seq, caught_up, .. } = &mut self.state {
+            *next_seq = seq;
+            *caught_up |= seq > last;
+        }
+    }
+
+    /// Write as much of the buffer as the socket takes. Err = the connection is broken.
+    pub fn flush(&mut self, now_ns: u64) -> io::Result<()> {
+        let mut rounds = 0;
+        while self.out_start < self.out_end {
+            match self.stream.write(&self.out[self.out_start..self.out_end]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.out_start += n;
+                    self.last_send_ns = now_ns;
+                    self.last_progress_ns = now_ns;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+            rounds += 1;
+            assert!(rounds < 1 << 20, "flush loop without progress");
+        }
+        if self.out_start == self.out_end {
+            self.last_progress_ns = now_ns;
+        }
+        Ok(())
+    }
+
+    /// Read what the socket has into the framing buffer. Ok(false) = peer closed.
+    pub fn receive(&mut self, now_ns: u64) -> io::Result<bool> {
+        let space = self.reader.read_space();
+        if space.is_empty() {
+            return Ok(true);
+        }
+        match self.stream.read(space) {
+            Ok(0) => Ok(false),
+            Ok(n) => {
+                self.reader.commit(n);
+                self.last_recv_ns = now_ns;
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {
+                Err(io::ErrorKind::WouldBlock.into())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
