@@ -7,5 +7,6 @@
 
 pub mod book;
 pub mod exchange;
+pub mod journal;
 pub mod types;
 pub mod wire;
