@@ -52,7 +52,12 @@
 //!   to run with yet.
 //!
 //! In every mode recovery after a crash yields a journal that is a prefix of what was written,
-//! never a journal with holes.
+//! never a journal with holes. A machine crash can write pages back out of order: a lost seal
+//! before a surviving next segment is harmless (recovery writes it back), but a lost page
+//! *followed by* surviving records is indistinguishable from mid-journal corruption, so open
+//! refuses, naming the file and byte offset, instead of silently dropping what follows. In
+//! `Flush` mode those records were never reported durable; the operator cuts the journal back
+//! with [`truncate_after`] (which needs only the records it keeps to be intact).
 
 pub mod error;
 pub mod reader;

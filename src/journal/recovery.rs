@@ -21,7 +21,7 @@ use memmap2::{Advice, Mmap};
 
 use super::JournalError;
 use super::record::{
-    RECORD_ALIGN_BYTES, SEAL_BYTES, SEAL_WORD, Slot, read_slot, record_span_bytes,
+    RECORD_ALIGN_BYTES, SEAL_BYTES, SEAL_WORD, Slot, read_slot, record_span_bytes, write_seal,
 };
 use super::segment::{
     self, HEADER_BYTES, HeaderState, MappedSegment, SegmentHeader, corrupt, list_segments,
@@ -47,6 +47,9 @@ pub struct RecoveryReport {
     pub torn_tail: Option<TornTail>,
     /// A blank preallocated segment follows the data.
     pub spare_segment: bool,
+    /// Full segments whose seal word was missing (lost in a machine crash while the next
+    /// segment's header survived); the writer writes them back.
+    pub missing_seals: u32,
 }
 
 /// A partial or checksum-failing record at the very end of the data.
@@ -73,6 +76,8 @@ pub(crate) struct JournalScan {
     /// `None` when no segment has a header (empty directory or only a blank spare).
     pub tail: Option<TailPosition>,
     pub spare_path: Option<PathBuf>,
+    /// Full segments whose seal is missing: (index, path, offset where it belongs).
+    pub missing_seals: Vec<(u64, PathBuf, u64)>,
 }
 
 /// Read-only check of a journal directory, for the inspector tool and tests. Nothing is
@@ -99,6 +104,7 @@ pub(crate) fn scan_journal(dir: &Path, sync_files: bool) -> Result<JournalScan, 
     let mut report = RecoveryReport::default();
     let mut tail: Option<TailPosition> = None;
     let mut spare_path = None;
+    let mut missing_seals = Vec::new();
     for (position, (segment_index, path)) in segments.into_iter().enumerate() {
         let is_last_file = position + 1 == segment_count;
         let (file, map) = map_read_only(&path)?;
@@ -127,6 +133,10 @@ pub(crate) fn scan_journal(dir: &Path, sync_files: bool) -> Result<JournalScan, 
         )?;
         report.segments += 1;
         report.data_bytes += end.end_offset_bytes;
+        if !end.sealed && !is_last {
+            report.missing_seals += 1;
+            missing_seals.push((segment_index, path.clone(), end.end_offset_bytes));
+        }
         tail = Some(TailPosition {
             segment_index,
             path,
@@ -138,6 +148,7 @@ pub(crate) fn scan_journal(dir: &Path, sync_files: bool) -> Result<JournalScan, 
         report,
         tail,
         spare_path,
+        missing_seals,
     })
 }
 
@@ -308,11 +319,17 @@ fn scan_segment(
                 });
             }
             Slot::End if !is_last => {
-                return Err(corrupt(
-                    path,
-                    offset_bytes,
-                    "segment ends without a seal but a later segment exists",
-                ));
+                // The seal may not have reached the disk before the next header did (machine
+                // crash): harmless if nothing follows; the next header's first sequence
+                // number then proves no record is missing.
+                if first_nonzero(map, offset_bytes).is_some() {
+                    let reason = "data after the end of a segment that a later segment follows";
+                    return Err(corrupt(path, offset_bytes, reason));
+                }
+                return Ok(SegmentEnd {
+                    end_offset_bytes: offset_bytes,
+                    sealed: false,
+                });
             }
             Slot::End => {
                 check_tail(
@@ -419,6 +436,12 @@ pub(crate) fn recover(
             .map_err(|e| JournalError::io(spare, "remove spare segment", e))?;
         segment::sync_dir(dir)?;
     }
+    for (segment_index, path, offset_bytes) in &scan.missing_seals {
+        let mut mapped = MappedSegment::open(path, *segment_index)?;
+        write_seal(&mut mapped.map, *offset_bytes);
+        mapped.sync_range(*offset_bytes, *offset_bytes + SEAL_BYTES)?;
+        tracing::warn!(path = %path.display(), offset_bytes, "journal: missing seal written back");
+    }
     let Some(tail) = scan.tail else {
         return Ok((scan.report, None));
     };
@@ -458,21 +481,15 @@ pub(crate) fn cut(
 }
 
 /// Drop every record after `seq` (a standby that was the old primary must forget what the
-/// new primary never had). Run it with no writer open (it takes the directory lock) and no
+/// new primary never had; an operator cuts a journal back before a hole). Only the records up
+/// to `seq` need to be intact. Run it with no writer open (it takes the directory lock) and no
 /// readers; if interrupted, run it again. Returns the report of the shortened journal.
 pub fn truncate_after(dir: &Path, seq: u64) -> Result<RecoveryReport, JournalError> {
     let _lock = super::writer::lock_dir(dir)?;
-    let (report, tail) = recover(dir)?;
-    let Some((_, _)) = tail else {
-        return Err(JournalError::EmptyJournal {
-            path: dir.to_path_buf(),
-        });
-    };
-    if seq >= report.last_seq {
-        return verify(dir);
-    }
     let segments = list_segments(dir)?;
-    let keep_index = segment_holding(&segments, seq + 1)?;
+    let keep_index = segment_holding(dir, &segments, seq + 1)?;
+    // Later segments hold only records after `seq`. Remove them last first, so an
+    // interruption never leaves a hole in the indexes.
     for (segment_index, path) in segments.iter().rev() {
         if *segment_index <= keep_index {
             break;
@@ -482,39 +499,48 @@ pub fn truncate_after(dir: &Path, seq: u64) -> Result<RecoveryReport, JournalErr
     segment::sync_dir(dir)?;
     let path = segment_path(dir, keep_index);
     let mut mapped = MappedSegment::open(&path, keep_index)?;
-    let (start_bytes, end_bytes) = locate_after(&mapped, seq)?;
-    cut(&mut mapped, start_bytes, end_bytes)?;
-    tracing::warn!(path = %path.display(), seq, dropped = report.last_seq - seq, "journal truncated");
-    verify(dir)
+    let start_bytes = offset_after(&mapped, seq)?;
+    if let Some(last_bytes) = last_nonzero(&mapped.map, start_bytes) {
+        let end_bytes = (last_bytes + 1).next_multiple_of(RECORD_ALIGN_BYTES);
+        cut(&mut mapped, start_bytes, end_bytes)?;
+    }
+    drop(mapped);
+    let report = verify(dir)?;
+    tracing::warn!(path = %path.display(), seq, last_seq = report.last_seq, "journal truncated");
+    Ok(report)
 }
 
-/// The last segment whose first sequence number is at most `seq`.
-fn segment_holding(segments: &[(u64, PathBuf)], seq: u64) -> Result<u64, JournalError> {
+/// The last segment whose header is valid and whose first sequence number is at most `seq`.
+fn segment_holding(dir: &Path, segments: &[(u64, PathBuf)], seq: u64) -> Result<u64, JournalError> {
     use std::os::unix::fs::FileExt;
-    let mut holding = 1;
+    let mut holding = None;
     for (segment_index, path) in segments {
         let file = File::open(path).map_err(|e| JournalError::io(path, "open segment", e))?;
         let mut bytes = [0u8; HEADER_BYTES as usize];
         file.read_exact_at(&mut bytes, 0)
             .map_err(|e| JournalError::io(path, "read header", e))?;
-        match SegmentHeader::decode(path, &bytes)? {
-            HeaderState::Valid(header) if header.first_seq <= seq => holding = *segment_index,
+        match SegmentHeader::decode(path, &bytes) {
+            Ok(HeaderState::Valid(header)) if header.first_seq <= seq => {
+                holding = Some(*segment_index)
+            }
+            Err(error) if holding.is_none() => return Err(error),
             _ => break,
         }
     }
-    Ok(holding)
+    holding.ok_or_else(|| JournalError::EmptyJournal {
+        path: dir.to_path_buf(),
+    })
 }
 
-/// Byte range from the record after `seq` to the end of data (seal included) in a segment
-/// that recovery has already checked.
-fn locate_after(segment: &MappedSegment, seq: u64) -> Result<(u64, u64), JournalError> {
+/// Offset of the first slot after the records up to `seq` (the record `seq + 1`, a seal,
+/// the end of data or a bad slot).
+fn offset_after(segment: &MappedSegment, seq: u64) -> Result<u64, JournalError> {
     let map = &segment.map[..];
     let header = match SegmentHeader::decode(&segment.path, map)? {
         HeaderState::Valid(header) => header,
         HeaderState::Blank => return Err(corrupt(&segment.path, 0, "blank header")),
     };
     let mut offset_bytes = HEADER_BYTES;
-    let mut start_bytes = None;
     let limit = segment.segment_bytes() / RECORD_ALIGN_BYTES;
     for _ in 0..limit {
         match read_slot(map, offset_bytes, header.max_payload_bytes) {
@@ -522,26 +548,13 @@ fn locate_after(segment: &MappedSegment, seq: u64) -> Result<(u64, u64), Journal
                 seq: found,
                 span_bytes,
                 ..
-            } => {
-                if found == seq + 1 {
-                    start_bytes = Some(offset_bytes);
-                }
-                offset_bytes += span_bytes;
-            }
-            Slot::Seal => {
-                offset_bytes += SEAL_BYTES;
-                break;
-            }
-            Slot::End => break,
-            Slot::Invalid { reason } => return Err(corrupt(&segment.path, offset_bytes, reason)),
+            } if found <= seq => offset_bytes += span_bytes,
+            _ => return Ok(offset_bytes),
         }
     }
-    match start_bytes {
-        Some(start_bytes) => Ok((start_bytes, offset_bytes)),
-        None => Err(corrupt(
-            &segment.path,
-            offset_bytes,
-            "record to truncate after is not in this segment",
-        )),
-    }
+    Err(corrupt(
+        &segment.path,
+        offset_bytes,
+        "record walk did not end",
+    ))
 }

@@ -820,3 +820,54 @@ fn killed_writer_process_loses_no_returned_append() {
     );
     assert_eq!(check_all(&dir, 1), report.last_seq);
 }
+
+#[test]
+fn missing_seal_before_a_later_segment_is_written_back() {
+    let temp = TempDir::new("seal");
+    let dir = temp.journal();
+    let report = write_journal(&dir, 300);
+    // A machine crash can keep the next segment's header and lose the seal before it.
+    let first = segment_path(&dir, 1);
+    let seal_bytes = data_end(&first) - 8;
+    patch(&first, seal_bytes, &[0; 8]);
+    let verified = verify(&dir).expect("a missing seal alone is not corruption");
+    assert_eq!(verified.missing_seals, 1);
+    assert_eq!(verified.last_seq, report.last_seq);
+    let (writer, recovered) = open(&dir);
+    assert_eq!(recovered.missing_seals, 1);
+    drop(writer);
+    assert_eq!(verify(&dir).expect("verify").missing_seals, 0);
+    assert_eq!(check_all(&dir, 1), report.last_seq);
+    // Missing seal and missing records: the next header proves the hole.
+    let (path, offset_bytes) = locate(&dir, 20);
+    let end_bytes = data_end(&path);
+    patch(
+        &path,
+        offset_bytes,
+        &vec![0; (end_bytes - offset_bytes) as usize],
+    );
+    let error = verify(&dir).expect_err("hole");
+    assert!(matches!(error, JournalError::Gap { .. }), "{error}");
+}
+
+#[test]
+fn truncate_after_cuts_back_before_a_hole() {
+    let temp = TempDir::new("hole");
+    let dir = temp.journal();
+    write_journal(&dir, 300);
+    let (path, offset_bytes) = locate(&dir, 150);
+    patch(&path, offset_bytes + 32, &[0xEE]);
+    assert!(verify(&dir).is_err());
+    let report = truncate_after(&dir, 149).expect("truncate before the hole");
+    assert_eq!(report.last_seq, 149);
+    assert_eq!(check_all(&dir, 1), 149);
+    let (mut writer, _) = open(&dir);
+    append_range(&mut writer, 150, 200);
+    drop(writer);
+    assert_eq!(check_all(&dir, 1), 200);
+    let error = truncate_after(&temp.0.join("nothing"), 1).expect_err("missing");
+    assert!(
+        matches!(error, JournalError::MissingDirectory { .. }),
+        "{error}"
+    );
+}
