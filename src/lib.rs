@@ -9,6 +9,7 @@ pub mod book;
 pub mod config;
 pub mod exchange;
 pub mod gateway;
+pub mod journal;
 pub mod sequencer;
 pub mod stream;
 pub mod types;

@@ -1,0 +1,315 @@
+//! The tailing reader: reads from any sequence number, in this or another process, and keeps
+//! up with a live writer across segment rotations. No allocation per record.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use memmap2::{Advice, Mmap};
+
+use super::JournalError;
+use super::record::{Record, SEAL_BYTES, Slot, read_slot};
+use super::segment::{
+    HEADER_BYTES, HeaderState, SegmentHeader, corrupt, list_segments, segment_path,
+};
+use crate::types::Timestamp;
+
+/// Upper bound on slots looked at in one `next` call (skipping towards `from_seq` included).
+const SLOTS_PER_CALL_LIMIT: u64 = 1 << 40;
+
+struct ReadSegment {
+    path: PathBuf,
+    header: SegmentHeader,
+    map: Mmap,
+}
+
+/// Reads records in sequence order. At the live end `next` returns `Ok(None)` ("nothing
+/// yet"); calling it again later picks up what the writer appended since, including new
+/// segments. Do not run a reader while a journal is being recovered or truncated.
+pub struct JournalReader {
+    dir: PathBuf,
+    segment: ReadSegment,
+    /// The segment after a seal, mapped but whose header was not published yet.
+    pending: Option<(PathBuf, Mmap)>,
+    offset_bytes: u64,
+    /// Sequence number of the record at `offset_bytes`.
+    next_seq: u64,
+    /// Records below this are skipped.
+    from_seq: u64,
+}
+
+/// Position of a found record inside the current mapping (no borrow held while advancing).
+struct Found {
+    seq: u64,
+    timestamp: Timestamp,
+    kind: u8,
+    payload: std::ops::Range<usize>,
+}
+
+impl JournalReader {
+    /// Open `dir` to read from `from_seq` (1 = the beginning). A `from_seq` beyond the end is
+    /// allowed: the reader waits there for the writer.
+    pub fn open(dir: &Path, from_seq: u64) -> Result<JournalReader, JournalError> {
+        if from_seq == 0 {
+            return Err(JournalError::SeqOutOfRange {
+                requested: 0,
+                last_seq: 0,
+                op: "read from",
+            });
+        }
+        let segments = list_segments(dir)?;
+        let mut start: Option<(PathBuf, SegmentHeader)> = None;
+        for (segment_index, path) in segments {
+            let header = match read_header(&path)? {
+                HeaderState::Valid(header) => header,
+                HeaderState::Blank => break,
+            };
+            if header.segment_index != segment_index {
+                return Err(corrupt(
+                    &path,
+                    16,
+                    "header names a different segment index than the file name",
+                ));
+            }
+            if header.first_seq > from_seq && start.is_some() {
+                break;
+            }
+            start = Some((path, header));
+        }
+        let Some((path, _)) = start else {
+            return Err(JournalError::EmptyJournal {
+                path: dir.to_path_buf(),
+            });
+        };
+        let segment =
+            map_segment(&path)?.ok_or_else(|| corrupt(&path, 0, "segment header vanished"))?;
+        let next_seq = segment.header.first_seq;
+        Ok(JournalReader {
+            dir: dir.to_path_buf(),
+            segment,
+            pending: None,
+            offset_bytes: HEADER_BYTES,
+            next_seq,
+            from_seq,
+        })
+    }
+
+    /// The next record, or `Ok(None)` at the (live) end of the journal.
+    // A lending reader (records borrow the mapping) cannot be an `Iterator`.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<Option<Record<'_>>, JournalError> {
+        match self.advance()? {
+            Some(found) => Ok(Some(self.record(found))),
+            None => Ok(None),
+        }
+    }
+
+    /// Like `next`, but at the live end sleeps (20 µs doubling to 1 ms, never spins) until a
+    /// record arrives or `timeout` passes.
+    pub fn next_wait(&mut self, timeout: Duration) -> Result<Option<Record<'_>>, JournalError> {
+        let deadline = Instant::now() + timeout;
+        let mut sleep = Duration::from_micros(20);
+        loop {
+            if let Some(found) = self.advance()? {
+                return Ok(Some(self.record(found)));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(sleep.min(deadline - now));
+            sleep = (sleep * 2).min(Duration::from_millis(1));
+        }
+    }
+
+    /// Sequence number of the next record the journal will hold at the reader's position.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq.max(self.from_seq)
+    }
+
+    pub fn day_epoch_unix_ns(&self) -> u64 {
+        self.segment.header.day_epoch_unix_ns
+    }
+
+    fn record(&self, found: Found) -> Record<'_> {
+        Record {
+            seq: found.seq,
+            timestamp: found.timestamp,
+            kind: found.kind,
+            payload: &self.segment.map[found.payload],
+        }
+    }
+
+    fn advance(&mut self) -> Result<Option<Found>, JournalError> {
+        for _ in 0..SLOTS_PER_CALL_LIMIT {
+            let segment = &self.segment;
+            match read_slot(
+                &segment.map,
+                self.offset_bytes,
+                segment.header.max_payload_bytes,
+            ) {
+                Slot::End => return Ok(None),
+                Slot::Seal => {
+                    if !self.enter_next_segment()? {
+                        return Ok(None);
+                    }
+                }
+                Slot::Invalid { reason } => {
+                    return Err(corrupt(&segment.path, self.offset_bytes, reason));
+                }
+                Slot::Valid {
+                    seq,
+                    timestamp,
+                    kind,
+                    payload,
+                    span_bytes,
+                } => {
+                    if seq != self.next_seq {
+                        let path = segment.path.clone();
+                        let (offset_bytes, expected) = (self.offset_bytes, self.next_seq);
+                        return Err(JournalError::Gap {
+                            path,
+                            offset_bytes,
+                            expected,
+                            found: seq,
+                            what: "sequence number",
+                        });
+                    }
+                    self.offset_bytes += span_bytes;
+                    self.next_seq += 1;
+                    if seq >= self.from_seq {
+                        return Ok(Some(Found {
+                            seq,
+                            timestamp,
+                            kind,
+                            payload,
+                        }));
+                    }
+                }
+            }
+        }
+        Err(corrupt(
+            &self.segment.path,
+            self.offset_bytes,
+            "reader made no progress",
+        ))
+    }
+
+    /// After a seal: move to the next segment once its header is published. `Ok(false)` means
+    /// "not yet" (the writer is between sealing and publishing, or recreating it).
+    fn enter_next_segment(&mut self) -> Result<bool, JournalError> {
+        let next_index = self.segment.header.segment_index + 1;
+        if self.pending.is_none() {
+            let path = segment_path(&self.dir, next_index);
+            match map_file(&path)? {
+                Some(map) => self.pending = Some((path, map)),
+                None => return Ok(false),
+            }
+        }
+        let (path, map) = self.pending.as_ref().expect("mapped above");
+        let header = match SegmentHeader::load_published(path, map)? {
+            HeaderState::Blank => return Ok(false),
+            HeaderState::Valid(header) => header,
+        };
+        if header.segment_bytes != map.len() as u64 {
+            // Mapped while the file was still being sized: map it again next time.
+            self.pending = None;
+            return Ok(false);
+        }
+        check_next_header(
+            path,
+            &header,
+            &self.segment.header,
+            next_index,
+            self.next_seq,
+        )?;
+        let (path, map) = self.pending.take().expect("checked above");
+        self.segment = ReadSegment { path, header, map };
+        self.offset_bytes = HEADER_BYTES;
+        Ok(true)
+    }
+}
+
+fn check_next_header(
+    path: &Path,
+    header: &SegmentHeader,
+    previous: &SegmentHeader,
+    next_index: u64,
+    next_seq: u64,
+) -> Result<(), JournalError> {
+    if header.segment_index != next_index {
+        return Err(corrupt(
+            path,
+            16,
+            "header names a different segment index than the file name",
+        ));
+    }
+    if header.day_epoch_unix_ns != previous.day_epoch_unix_ns {
+        return Err(corrupt(
+            path,
+            32,
+            "day epoch differs from the previous segment",
+        ));
+    }
+    if header.first_seq != next_seq {
+        let what = "first sequence number";
+        return Err(JournalError::Gap {
+            path: path.to_path_buf(),
+            offset_bytes: 24,
+            expected: next_seq,
+            found: header.first_seq,
+            what,
+        });
+    }
+    Ok(())
+}
+
+fn read_header(path: &Path) -> Result<HeaderState, JournalError> {
+    let file = File::open(path).map_err(|e| JournalError::io(path, "open segment", e))?;
+    let mut bytes = [0u8; HEADER_BYTES as usize];
+    file.read_exact_at(&mut bytes, 0)
+        .map_err(|e| JournalError::io(path, "read segment header", e))?;
+    SegmentHeader::decode(path, &bytes)
+}
+
+/// Map a segment with a published header (`None` if it is still blank).
+fn map_segment(path: &Path) -> Result<Option<ReadSegment>, JournalError> {
+    let Some(map) = map_file(path)? else {
+        return Ok(None);
+    };
+    match SegmentHeader::load_published(path, &map)? {
+        HeaderState::Blank => Ok(None),
+        HeaderState::Valid(header) if header.segment_bytes != map.len() as u64 => Err(corrupt(
+            path,
+            48,
+            "file length differs from the header's segment size",
+        )),
+        HeaderState::Valid(header) => Ok(Some(ReadSegment {
+            path: path.to_path_buf(),
+            header,
+            map,
+        })),
+    }
+}
+
+/// Map a whole segment file read-only; `None` if it does not exist (yet) or is too short.
+fn map_file(path: &Path) -> Result<Option<Mmap>, JournalError> {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(JournalError::io(path, "open segment", error)),
+    };
+    let bytes = file
+        .metadata()
+        .map_err(|e| JournalError::io(path, "stat", e))?
+        .len();
+    if bytes < HEADER_BYTES + SEAL_BYTES {
+        return Ok(None);
+    }
+    // SAFETY: read-only mapping; the writer publishes through atomics and never rewrites
+    // published bytes while readers run.
+    let map = unsafe { Mmap::map(&file) }.map_err(|e| JournalError::io(path, "map segment", e))?;
+    let _ = map.advise(Advice::Sequential);
+    Ok(Some(map))
+}

@@ -1,0 +1,560 @@
+//! Verification and recovery: every header and every record is checked once, in a tight loop
+//! without per-record allocation.
+//!
+//! Rules:
+//! - Segment indexes run 1, 2, 3, … (a hole is a gap); headers carry the magic, the format
+//!   version, their own index, the file length and the same day epoch; each segment's first
+//!   sequence number continues the previous segment, and records inside continue it by one.
+//! - Every segment but the last one with a header ends with a seal word right after its last
+//!   record; anything else there is corruption.
+//! - In the last segment, the first bad slot (a partial record, a checksum failure, junk
+//!   after the end of data) is a **torn tail** if no valid record follows it anywhere in the
+//!   segment: it is cut (zeroed) back to the last whole record. If a valid record follows, the
+//!   journal is corrupt in the middle and is refused.
+//! - A last file whose header is blank (all zero) and whose body is zero is the writer's
+//!   preallocated spare: ignored by `verify`, removed by the writer on open.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use memmap2::{Advice, Mmap};
+
+use super::JournalError;
+use super::record::{
+    RECORD_ALIGN_BYTES, SEAL_BYTES, SEAL_WORD, Slot, read_slot, record_span_bytes, write_seal,
+};
+use super::segment::{
+    self, HEADER_BYTES, HeaderState, MappedSegment, SegmentHeader, corrupt, list_segments,
+    segment_path, u32_at,
+};
+use crate::types::Timestamp;
+
+/// What recovery (or `verify`) found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Unix ns of midnight UTC of the journal's day.
+    pub day_epoch_unix_ns: u64,
+    /// Segment files with a header (a blank spare is not counted).
+    pub segments: u32,
+    pub records: u64,
+    /// Sequence number of the last record; 0 when the journal holds none.
+    pub last_seq: u64,
+    /// Timestamp of the last record; 0 when the journal holds none.
+    pub last_timestamp: Timestamp,
+    /// Bytes of headers, records and padding up to the end of data, over all segments.
+    pub data_bytes: u64,
+    /// The torn tail cut by the writer (or, from `verify`, the one a writer would cut).
+    pub torn_tail: Option<TornTail>,
+    /// A blank preallocated segment follows the data.
+    pub spare_segment: bool,
+    /// Full segments whose seal word was missing (lost in a machine crash while the next
+    /// segment's header survived); the writer writes them back.
+    pub missing_seals: u32,
+}
+
+/// A partial or checksum-failing record at the very end of the data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TornTail {
+    pub path: PathBuf,
+    pub offset_bytes: u64,
+    pub cut_bytes: u64,
+    pub reason: &'static str,
+}
+
+/// Where the data of the last segment with a header ends.
+#[derive(Debug)]
+pub(crate) struct TailPosition {
+    pub segment_index: u64,
+    pub path: PathBuf,
+    pub end_offset_bytes: u64,
+    pub sealed: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct JournalScan {
+    pub report: RecoveryReport,
+    /// `None` when no segment has a header (empty directory or only a blank spare).
+    pub tail: Option<TailPosition>,
+    pub spare_path: Option<PathBuf>,
+    /// Full segments whose seal is missing: (index, path, offset where it belongs).
+    pub missing_seals: Vec<(u64, PathBuf, u64)>,
+}
+
+/// Read-only check of a journal directory, for the inspector tool and tests. Nothing is
+/// changed: a torn tail is reported, not cut.
+pub fn verify(dir: &Path) -> Result<RecoveryReport, JournalError> {
+    let scan = scan_journal(dir, false)?;
+    if scan.tail.is_none() {
+        return Err(JournalError::EmptyJournal {
+            path: dir.to_path_buf(),
+        });
+    }
+    Ok(scan.report)
+}
+
+/// Scan every segment. `sync_files` fsyncs each segment as it goes (the writer does, so the
+/// recovered records are on disk before it reports them durable).
+pub(crate) fn scan_journal(dir: &Path, sync_files: bool) -> Result<JournalScan, JournalError> {
+    let segments = list_segments(dir)?;
+    // Headers first, so a foreign or mismatched file is named before any record problem.
+    let segment_count = segments.len();
+    for (position, (_, path)) in segments.iter().enumerate() {
+        check_header_bytes(path, position + 1 == segment_count)?;
+    }
+    let mut report = RecoveryReport::default();
+    let mut tail: Option<TailPosition> = None;
+    let mut spare_path = None;
+    let mut missing_seals = Vec::new();
+    for (position, (segment_index, path)) in segments.into_iter().enumerate() {
+        let is_last_file = position + 1 == segment_count;
+        let (file, map) = map_read_only(&path)?;
+        if sync_files {
+            file.sync_data()
+                .map_err(|e| JournalError::io(&path, "fsync segment", e))?;
+        }
+        let Some(header) = read_header(&path, &map, is_last_file)? else {
+            spare_path = Some(path);
+            report.spare_segment = true;
+            continue;
+        };
+        check_header(&path, &header, segment_index, map.len() as u64, &report)?;
+        if segment_index == 1 {
+            report.day_epoch_unix_ns = header.day_epoch_unix_ns;
+        }
+        let is_last = is_last_file
+            || (position + 2 == segment_count && next_is_blank(dir, segment_index + 1)?);
+        let end = scan_segment(
+            &path,
+            &map,
+            &header,
+            report.last_seq + 1,
+            is_last,
+            &mut report,
+        )?;
+        report.segments += 1;
+        report.data_bytes += end.end_offset_bytes;
+        if !end.sealed && !is_last {
+            report.missing_seals += 1;
+            missing_seals.push((segment_index, path.clone(), end.end_offset_bytes));
+        }
+        tail = Some(TailPosition {
+            segment_index,
+            path,
+            end_offset_bytes: end.end_offset_bytes,
+            sealed: end.sealed,
+        });
+    }
+    Ok(JournalScan {
+        report,
+        tail,
+        spare_path,
+        missing_seals,
+    })
+}
+
+/// The cheap header check of the first pass (64 bytes read, no mapping). A damaged header on
+/// the last file is left for `read_header`, which may find it torn.
+fn check_header_bytes(path: &Path, is_last_file: bool) -> Result<(), JournalError> {
+    use std::os::unix::fs::FileExt;
+    let file = File::open(path).map_err(|e| JournalError::io(path, "open segment", e))?;
+    let mut bytes = [0u8; HEADER_BYTES as usize];
+    if file.read_exact_at(&mut bytes, 0).is_err() {
+        return Err(segment::foreign(path, "shorter than a segment header"));
+    }
+    match SegmentHeader::decode(path, &bytes) {
+        Ok(HeaderState::Blank) if !is_last_file => {
+            Err(corrupt(path, 0, "blank segment header in front of data"))
+        }
+        Ok(_) => Ok(()),
+        Err(JournalError::Corrupt { .. }) if is_last_file => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
+fn map_read_only(path: &Path) -> Result<(File, Mmap), JournalError> {
+    let file = File::open(path).map_err(|e| JournalError::io(path, "open segment", e))?;
+    let bytes = file
+        .metadata()
+        .map_err(|e| JournalError::io(path, "stat", e))?
+        .len();
+    if bytes < HEADER_BYTES + SEAL_BYTES {
+        return Err(segment::foreign(path, "shorter than a segment header"));
+    }
+    // SAFETY: read-only mapping; the only writer of a journal publishes through atomics and
+    // never rewrites published bytes while readers run.
+    let map = unsafe { Mmap::map(&file) }.map_err(|e| JournalError::io(path, "map segment", e))?;
+    let _ = map.advise(Advice::Sequential);
+    Ok((file, map))
+}
+
+/// `None` for a blank spare (only allowed as the last file, with an all-zero body).
+fn read_header(
+    path: &Path,
+    map: &[u8],
+    is_last_file: bool,
+) -> Result<Option<SegmentHeader>, JournalError> {
+    match SegmentHeader::load_published(path, map) {
+        Ok(HeaderState::Valid(header)) => Ok(Some(header)),
+        Ok(HeaderState::Blank) if is_last_file && first_nonzero(map, 0).is_none() => Ok(None),
+        Ok(HeaderState::Blank) => Err(corrupt(path, 0, "blank segment header in front of data")),
+        Err(JournalError::Corrupt { .. })
+            if is_last_file && first_nonzero(map, HEADER_BYTES).is_none() =>
+        {
+            // A header torn by a machine crash before any record was written into the file.
+            tracing::warn!(path = %path.display(), "torn header on an empty last segment: treated as spare");
+            Ok(None)
+        }
+        Err(error) => Err(error),
+    }
+}
+
+fn check_header(
+    path: &Path,
+    header: &SegmentHeader,
+    segment_index: u64,
+    file_bytes: u64,
+    report: &RecoveryReport,
+) -> Result<(), JournalError> {
+    if header.segment_index != segment_index {
+        return Err(corrupt(
+            path,
+            16,
+            "header names a different segment index than the file name",
+        ));
+    }
+    if header.segment_bytes != file_bytes {
+        return Err(corrupt(
+            path,
+            48,
+            "file length differs from the header's segment size",
+        ));
+    }
+    let largest_bytes =
+        HEADER_BYTES + record_span_bytes(header.max_payload_bytes as u64) + SEAL_BYTES;
+    if largest_bytes > header.segment_bytes {
+        return Err(corrupt(
+            path,
+            56,
+            "header's max payload does not fit its segment",
+        ));
+    }
+    if segment_index > 1 && header.day_epoch_unix_ns != report.day_epoch_unix_ns {
+        return Err(corrupt(
+            path,
+            32,
+            "day epoch differs from segment 1: another journal's segment",
+        ));
+    }
+    if header.first_seq != report.last_seq + 1 {
+        return Err(JournalError::Gap {
+            path: path.to_path_buf(),
+            offset_bytes: 24,
+            expected: report.last_seq + 1,
+            found: header.first_seq,
+            what: "first sequence number",
+        });
+    }
+    Ok(())
+}
+
+/// Whether the file after this one exists only as a blank spare (so this segment is the last
+/// with data). Reads its first 64 bytes.
+fn next_is_blank(dir: &Path, segment_index: u64) -> Result<bool, JournalError> {
+    use std::os::unix::fs::FileExt;
+    let path = segment_path(dir, segment_index);
+    let file = File::open(&path).map_err(|e| JournalError::io(&path, "open segment", e))?;
+    let mut bytes = [0u8; HEADER_BYTES as usize];
+    match file.read_exact_at(&mut bytes, 0) {
+        Ok(()) => Ok(bytes.iter().all(|&b| b == 0)),
+        Err(_) => Ok(false), // too short: the full check reports it
+    }
+}
+
+struct SegmentEnd {
+    end_offset_bytes: u64,
+    sealed: bool,
+}
+
+/// Check one segment's records; `expected_seq` is the sequence number of its first record.
+fn scan_segment(
+    path: &Path,
+    map: &[u8],
+    header: &SegmentHeader,
+    expected_seq: u64,
+    is_last: bool,
+    report: &mut RecoveryReport,
+) -> Result<SegmentEnd, JournalError> {
+    let segment_bytes = map.len() as u64;
+    let mut offset_bytes = HEADER_BYTES;
+    let mut seq = expected_seq;
+    let limit = segment_bytes / RECORD_ALIGN_BYTES;
+    for _ in 0..limit {
+        match read_slot(map, offset_bytes, header.max_payload_bytes) {
+            Slot::Valid {
+                seq: found,
+                timestamp,
+                span_bytes,
+                ..
+            } => {
+                if found != seq {
+                    let what = "sequence number";
+                    return Err(JournalError::Gap {
+                        path: path.to_path_buf(),
+                        offset_bytes,
+                        expected: seq,
+                        found,
+                        what,
+                    });
+                }
+                report.records += 1;
+                report.last_seq = seq;
+                report.last_timestamp = timestamp;
+                seq += 1;
+                offset_bytes += span_bytes;
+            }
+            Slot::Seal => {
+                return Ok(SegmentEnd {
+                    end_offset_bytes: offset_bytes + SEAL_BYTES,
+                    sealed: true,
+                });
+            }
+            Slot::End if !is_last => {
+                // The seal may not have reached the disk before the next header did (machine
+                // crash): harmless if nothing follows; the next header's first sequence
+                // number then proves no record is missing.
+                if first_nonzero(map, offset_bytes).is_some() {
+                    let reason = "data after the end of a segment that a later segment follows";
+                    return Err(corrupt(path, offset_bytes, reason));
+                }
+                return Ok(SegmentEnd {
+                    end_offset_bytes: offset_bytes,
+                    sealed: false,
+                });
+            }
+            Slot::End => {
+                check_tail(
+                    path,
+                    map,
+                    header,
+                    offset_bytes,
+                    "junk after the end of data",
+                    report,
+                )?;
+                return Ok(SegmentEnd {
+                    end_offset_bytes: offset_bytes,
+                    sealed: false,
+                });
+            }
+            Slot::Invalid { reason } if is_last => {
+                check_tail(path, map, header, offset_bytes, reason, report)?;
+                return Ok(SegmentEnd {
+                    end_offset_bytes: offset_bytes,
+                    sealed: false,
+                });
+            }
+            Slot::Invalid { reason } => return Err(corrupt(path, offset_bytes, reason)),
+        }
+    }
+    Err(corrupt(path, offset_bytes, "record scan did not end"))
+}
+
+/// After the last whole record of the last segment: zeros to the end are a clean end; a bad
+/// slot or junk with no valid record after it is a torn tail (recorded in the report); a
+/// valid record after it is mid-journal corruption.
+fn check_tail(
+    path: &Path,
+    map: &[u8],
+    header: &SegmentHeader,
+    end_offset_bytes: u64,
+    reason: &'static str,
+    report: &mut RecoveryReport,
+) -> Result<(), JournalError> {
+    let Some(first_junk) = first_nonzero(map, end_offset_bytes) else {
+        return Ok(());
+    };
+    let last_junk = last_nonzero(map, end_offset_bytes).expect("some byte is not zero");
+    assert!(first_junk <= last_junk);
+    let mut offset_bytes = end_offset_bytes + RECORD_ALIGN_BYTES;
+    let scan_end = (last_junk + 1).min(map.len() as u64 - SEAL_BYTES);
+    while offset_bytes < scan_end {
+        let word = u32_at(map, offset_bytes as usize);
+        if word != 0
+            && word != SEAL_WORD
+            && matches!(
+                read_slot(map, offset_bytes, header.max_payload_bytes),
+                Slot::Valid { .. }
+            )
+        {
+            return Err(corrupt(path, end_offset_bytes, reason));
+        }
+        offset_bytes += RECORD_ALIGN_BYTES;
+    }
+    let cut_end = (last_junk + 1).next_multiple_of(RECORD_ALIGN_BYTES);
+    report.torn_tail = Some(TornTail {
+        path: path.to_path_buf(),
+        offset_bytes: end_offset_bytes,
+        cut_bytes: cut_end - end_offset_bytes,
+        reason,
+    });
+    Ok(())
+}
+
+/// Offset of the first non-zero byte at or after `from_bytes`.
+fn first_nonzero(map: &[u8], from_bytes: u64) -> Option<u64> {
+    let from = from_bytes as usize;
+    let words = map[from..].chunks(4096);
+    for (chunk_index, chunk) in words.enumerate() {
+        if chunk.iter().all(|&b| b == 0) {
+            continue;
+        }
+        let inner = chunk
+            .iter()
+            .position(|&b| b != 0)
+            .expect("chunk has a non-zero byte");
+        return Some((from + chunk_index * 4096 + inner) as u64);
+    }
+    None
+}
+
+/// Offset of the last non-zero byte at or after `from_bytes`.
+fn last_nonzero(map: &[u8], from_bytes: u64) -> Option<u64> {
+    let from = from_bytes as usize;
+    map[from..]
+        .iter()
+        .rposition(|&b| b != 0)
+        .map(|inner| (from + inner) as u64)
+}
+
+/// The writer's recovery: scan (fsyncing every segment), cut a torn tail, remove a spare.
+/// Returns the report and the last segment with a header mapped read-write, if any.
+pub(crate) fn recover(
+    dir: &Path,
+) -> Result<(RecoveryReport, Option<(MappedSegment, TailPosition)>), JournalError> {
+    let scan = scan_journal(dir, true)?;
+    if let Some(spare) = &scan.spare_path {
+        std::fs::remove_file(spare)
+            .map_err(|e| JournalError::io(spare, "remove spare segment", e))?;
+        segment::sync_dir(dir)?;
+    }
+    for (segment_index, path, offset_bytes) in &scan.missing_seals {
+        let mut mapped = MappedSegment::open(path, *segment_index)?;
+        write_seal(&mut mapped.map, *offset_bytes);
+        mapped.sync_range(*offset_bytes, *offset_bytes + SEAL_BYTES)?;
+        tracing::warn!(path = %path.display(), offset_bytes, "journal: missing seal written back");
+    }
+    let Some(tail) = scan.tail else {
+        return Ok((scan.report, None));
+    };
+    let mut mapped = MappedSegment::open(&tail.path, tail.segment_index)?;
+    if let Some(torn) = &scan.report.torn_tail {
+        assert!(torn.path == tail.path && torn.offset_bytes == tail.end_offset_bytes);
+        cut(
+            &mut mapped,
+            torn.offset_bytes,
+            torn.offset_bytes + torn.cut_bytes,
+        )?;
+        tracing::warn!(
+            path = %torn.path.display(),
+            offset_bytes = torn.offset_bytes,
+            cut_bytes = torn.cut_bytes,
+            reason = torn.reason,
+            last_seq = scan.report.last_seq,
+            "journal: torn tail cut back to the last whole record"
+        );
+    }
+    Ok((scan.report, Some((mapped, tail))))
+}
+
+/// Zero `[start, end)` of a segment, last page first, and msync it: if this is interrupted,
+/// what remains is still a valid prefix followed by a (shorter) torn tail.
+pub(crate) fn cut(
+    segment: &mut MappedSegment,
+    start_bytes: u64,
+    end_bytes: u64,
+) -> Result<(), JournalError> {
+    assert!(start_bytes >= HEADER_BYTES && start_bytes.is_multiple_of(RECORD_ALIGN_BYTES));
+    assert!(start_bytes <= end_bytes && end_bytes <= segment.segment_bytes());
+    for chunk in segment.map[start_bytes as usize..end_bytes as usize].rchunks_mut(4096) {
+        chunk.fill(0);
+    }
+    segment.sync_range(start_bytes, end_bytes)
+}
+
+/// Drop every record after `seq` (a standby that was the old primary must forget what the
+/// new primary never had; an operator cuts a journal back before a hole). Only the records up
+/// to `seq` need to be intact. Run it with no writer open (it takes the directory lock) and no
+/// readers; if interrupted, run it again. Returns the report of the shortened journal.
+pub fn truncate_after(dir: &Path, seq: u64) -> Result<RecoveryReport, JournalError> {
+    let _lock = super::writer::lock_dir(dir)?;
+    let segments = list_segments(dir)?;
+    let keep_index = segment_holding(dir, &segments, seq + 1)?;
+    // Later segments hold only records after `seq`. Remove them last first, so an
+    // interruption never leaves a hole in the indexes.
+    for (segment_index, path) in segments.iter().rev() {
+        if *segment_index <= keep_index {
+            break;
+        }
+        std::fs::remove_file(path).map_err(|e| JournalError::io(path, "remove segment", e))?;
+    }
+    segment::sync_dir(dir)?;
+    let path = segment_path(dir, keep_index);
+    let mut mapped = MappedSegment::open(&path, keep_index)?;
+    let start_bytes = offset_after(&mapped, seq)?;
+    if let Some(last_bytes) = last_nonzero(&mapped.map, start_bytes) {
+        let end_bytes = (last_bytes + 1).next_multiple_of(RECORD_ALIGN_BYTES);
+        cut(&mut mapped, start_bytes, end_bytes)?;
+    }
+    drop(mapped);
+    let report = verify(dir)?;
+    tracing::warn!(path = %path.display(), seq, last_seq = report.last_seq, "journal truncated");
+    Ok(report)
+}
+
+/// The last segment whose header is valid and whose first sequence number is at most `seq`.
+fn segment_holding(dir: &Path, segments: &[(u64, PathBuf)], seq: u64) -> Result<u64, JournalError> {
+    use std::os::unix::fs::FileExt;
+    let mut holding = None;
+    for (segment_index, path) in segments {
+        let file = File::open(path).map_err(|e| JournalError::io(path, "open segment", e))?;
+        let mut bytes = [0u8; HEADER_BYTES as usize];
+        file.read_exact_at(&mut bytes, 0)
+            .map_err(|e| JournalError::io(path, "read header", e))?;
+        match SegmentHeader::decode(path, &bytes) {
+            Ok(HeaderState::Valid(header)) if header.first_seq <= seq => {
+                holding = Some(*segment_index)
+            }
+            Err(error) if holding.is_none() => return Err(error),
+            _ => break,
+        }
+    }
+    holding.ok_or_else(|| JournalError::EmptyJournal {
+        path: dir.to_path_buf(),
+    })
+}
+
+/// Offset of the first slot after the records up to `seq` (the record `seq + 1`, a seal,
+/// the end of data or a bad slot).
+fn offset_after(segment: &MappedSegment, seq: u64) -> Result<u64, JournalError> {
+    let map = &segment.map[..];
+    let header = match SegmentHeader::decode(&segment.path, map)? {
+        HeaderState::Valid(header) => header,
+        HeaderState::Blank => return Err(corrupt(&segment.path, 0, "blank header")),
+    };
+    let mut offset_bytes = HEADER_BYTES;
+    let limit = segment.segment_bytes() / RECORD_ALIGN_BYTES;
+    for _ in 0..limit {
+        match read_slot(map, offset_bytes, header.max_payload_bytes) {
+            Slot::Valid {
+                seq: found,
+                span_bytes,
+                ..
+            } if found <= seq => offset_bytes += span_bytes,
+            _ => return Ok(offset_bytes),
+        }
+    }
+    Err(corrupt(
+        &segment.path,
+        offset_bytes,
+        "record walk did not end",
+    ))
+}

@@ -1,0 +1,873 @@
+//! Journal behaviour tests: recovery at every cut, corruption, gaps, foreign files, a killed
+//! writer process, a tailing reader across rotations, truncation, durability handles.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::record::{RECORD_HEADER_BYTES, record_span_bytes, write_record};
+use super::segment::{HEADER_BYTES, segment_path};
+use super::*;
+use crate::types::Timestamp;
+
+const DAY_EPOCH_UNIX_NS: u64 = 20_000 * NANOS_PER_DAY;
+const SEGMENT_BYTES: u64 = 8192;
+const MAX_PAYLOAD_BYTES: u32 = 512;
+
+/// A scratch directory removed on drop (no extra dependency for one helper).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let unique = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!(
+            "bourse-journal-{}-{unique}-{name}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        TempDir(path)
+    }
+
+    fn journal(&self) -> PathBuf {
+        self.0.join("journal")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn config(dir: &Path, durability: Durability) -> JournalConfig {
+    JournalConfig {
+        dir: dir.to_path_buf(),
+        segment_bytes: SEGMENT_BYTES,
+        max_payload_bytes: MAX_PAYLOAD_BYTES,
+        durability,
+        create_dir: true,
+    }
+}
+
+/// Deterministic record contents for a sequence number. Payload bytes are odd, so zeroing
+/// any payload byte changes the record.
+fn payload(seq: u64) -> Vec<u8> {
+    let len = (seq * 37 % 150) as usize + 1;
+    (0..len)
+        .map(|i| ((seq as usize).wrapping_mul(31).wrapping_add(i) as u8) | 1)
+        .collect()
+}
+
+fn timestamp(seq: u64) -> Timestamp {
+    Timestamp(seq * 1_000 + 5)
+}
+
+fn kind(seq: u64) -> u8 {
+    (seq % 7) as u8
+}
+
+fn open(dir: &Path) -> (JournalWriter, RecoveryReport) {
+    JournalWriter::open_or_create(config(dir, Durability::Flush), DAY_EPOCH_UNIX_NS)
+        .expect("open journal")
+}
+
+/// Append records `from..=to` (sequence numbers must follow on).
+fn append_range(writer: &mut JournalWriter, from: u64, to: u64) {
+    for seq in from..=to {
+        let got = writer
+            .append(timestamp(seq), kind(seq), &payload(seq))
+            .expect("append");
+        assert_eq!(got, seq);
+    }
+}
+
+fn write_journal(dir: &Path, records: u64) -> RecoveryReport {
+    let (mut writer, report) = open(dir);
+    assert_eq!(report.last_seq, 0);
+    append_range(&mut writer, 1, records);
+    writer.flush().expect("flush");
+    drop(writer);
+    verify(dir).expect("verify")
+}
+
+/// Read every record and check it against the deterministic contents; returns the count.
+fn check_all(dir: &Path, from_seq: u64) -> u64 {
+    let mut reader = JournalReader::open(dir, from_seq).expect("open reader");
+    let mut expected = from_seq;
+    for _ in 0..10_000_000u64 {
+        let Some(record) = reader.next().expect("read") else {
+            break;
+        };
+        assert_eq!(record.seq, expected);
+        assert_eq!(record.timestamp, timestamp(expected));
+        assert_eq!(record.kind, kind(expected));
+        assert_eq!(record.payload, &payload(expected)[..]);
+        expected += 1;
+    }
+    expected - from_seq
+}
+
+/// File and byte offset of record `seq`, found by an independent walk over the raw files
+/// (first sequence number at header offset 24, records chained by their length words).
+fn locate(dir: &Path, seq: u64) -> (PathBuf, u64) {
+    let files = segment_files(dir);
+    for (position, path) in files.iter().enumerate() {
+        let bytes = std::fs::read(path).expect("read");
+        let first_seq = u64::from_le_bytes(bytes[24..32].try_into().expect("8"));
+        let next_first = files.get(position + 1).map(|next| {
+            let next_bytes = std::fs::read(next).expect("read");
+            u64::from_le_bytes(next_bytes[24..32].try_into().expect("8"))
+        });
+        if seq < first_seq || next_first.is_some_and(|next| seq >= next) {
+            continue;
+        }
+        let mut offset = HEADER_BYTES as usize;
+        for _ in first_seq..seq {
+            let length = u32::from_le_bytes(bytes[offset..offset + 4].try_into().expect("4"));
+            assert!(
+                length != 0 && length != u32::MAX,
+                "record {seq} not in {}",
+                path.display()
+            );
+            offset += (length as usize).next_multiple_of(8);
+        }
+        return (path.clone(), offset as u64);
+    }
+    panic!("record {seq} not found");
+}
+
+fn patch(path: &Path, offset_bytes: u64, bytes: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .expect("open for patch");
+    file.write_all_at(bytes, offset_bytes).expect("patch");
+}
+
+fn segment_files(dir: &Path) -> Vec<PathBuf> {
+    segment::list_segments(dir)
+        .expect("list")
+        .into_iter()
+        .map(|(_, path)| path)
+        .collect()
+}
+
+#[test]
+fn append_rotate_and_read_back() {
+    let temp = TempDir::new("basic");
+    let dir = temp.journal();
+    let report = write_journal(&dir, 500);
+    assert_eq!(report.records, 500);
+    assert_eq!(report.last_seq, 500);
+    assert_eq!(report.last_timestamp, timestamp(500));
+    assert_eq!(report.day_epoch_unix_ns, DAY_EPOCH_UNIX_NS);
+    assert!(report.segments >= 5, "rotated: {report:?}");
+    assert_eq!(report.torn_tail, None);
+    assert!(!report.spare_segment, "a clean close removes the spare");
+    assert_eq!(check_all(&dir, 1), 500);
+    for from_seq in [2, 77, 250, 499, 500] {
+        assert_eq!(check_all(&dir, from_seq), 501 - from_seq);
+    }
+    let mut reader = JournalReader::open(&dir, 501).expect("reader at the end");
+    assert!(reader.next().expect("read").is_none());
+    assert_eq!(reader.day_epoch_unix_ns(), DAY_EPOCH_UNIX_NS);
+}
+
+#[test]
+fn reopen_continues_where_it_stopped() {
+    let temp = TempDir::new("reopen");
+    let dir = temp.journal();
+    write_journal(&dir, 120);
+    let (mut writer, report) = open(&dir);
+    assert_eq!(report.last_seq, 120);
+    assert_eq!(writer.next_seq(), 121);
+    assert_eq!(writer.day_epoch_unix_ns(), DAY_EPOCH_UNIX_NS);
+    assert_eq!(writer.durable_seq_handle().load(Ordering::Acquire), 120);
+    append_range(&mut writer, 121, 300);
+    drop(writer);
+    assert_eq!(verify(&dir).expect("verify").last_seq, 300);
+    assert_eq!(check_all(&dir, 1), 300);
+}
+
+/// Zero (or garble) the bytes of the last record from every offset inside it and recover:
+/// always exactly the longest valid prefix; then appending continues from there.
+fn cut_every_offset(records: u64, garble: bool) {
+    let temp = TempDir::new("cut");
+    let pristine = temp.0.join("pristine");
+    write_journal(&pristine, records);
+    let (last_path, start_bytes) = locate(&pristine, records);
+    let length_bytes = RECORD_HEADER_BYTES + payload(records).len() as u64;
+    let span_bytes = record_span_bytes(payload(records).len() as u64);
+    let file_name = last_path.file_name().expect("name").to_owned();
+    for offset_bytes in start_bytes..start_bytes + span_bytes {
+        let dir = temp.0.join(format!("cut-{offset_bytes}"));
+        copy_dir(&pristine, &dir);
+        let target = dir.join(&file_name);
+        if garble && offset_bytes >= start_bytes + length_bytes {
+            continue;
+        }
+        let tail_bytes = if garble {
+            start_bytes + length_bytes - offset_bytes
+        } else {
+            SEGMENT_BYTES - offset_bytes
+        };
+        let fill = if garble { 0xA5 } else { 0 };
+        patch(&target, offset_bytes, &vec![fill; tail_bytes as usize]);
+        let intact = offset_bytes >= start_bytes + length_bytes;
+        let expected_last = if intact { records } else { records - 1 };
+        let (mut writer, report) = open(&dir);
+        assert_eq!(report.last_seq, expected_last, "cut at {offset_bytes}");
+        let torn_expected = !intact && (garble || offset_bytes > start_bytes);
+        assert_eq!(
+            report.torn_tail.is_some(),
+            torn_expected,
+            "cut at {offset_bytes}: {report:?}"
+        );
+        append_range(&mut writer, expected_last + 1, records + 3);
+        drop(writer);
+        let verified = verify(&dir).expect("verify after continuing");
+        assert_eq!(verified.last_seq, records + 3);
+        assert_eq!(verified.torn_tail, None);
+        assert_eq!(check_all(&dir, 1), records + 3);
+        std::fs::remove_dir_all(&dir).expect("clean up");
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create copy");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy file");
+    }
+}
+
+#[test]
+fn cut_last_record_at_every_offset_mid_segment() {
+    cut_every_offset(40, false);
+}
+
+#[test]
+fn garble_last_record_at_every_offset() {
+    cut_every_offset(40, true);
+}
+
+#[test]
+fn cut_last_record_at_every_offset_first_in_segment() {
+    // Find a record count whose last record opens a segment.
+    let temp = TempDir::new("probe");
+    let dir = temp.journal();
+    write_journal(&dir, 300);
+    let mut records = 0;
+    for seq in 2..300 {
+        let (_, offset_bytes) = locate(&dir, seq);
+        if offset_bytes == HEADER_BYTES {
+            records = seq;
+            break;
+        }
+    }
+    assert!(records > 0);
+    cut_every_offset(records, false);
+}
+
+fn expect_corrupt(dir: &Path, file: &Path, offset_bytes: u64) -> String {
+    let error = JournalWriter::open_or_create(config(dir, Durability::Flush), DAY_EPOCH_UNIX_NS)
+        .err()
+        .expect("open must refuse");
+    let text = error.to_string();
+    assert!(matches!(error, JournalError::Corrupt { .. }), "{text}");
+    assert!(text.contains(&file.display().to_string()), "{text}");
+    assert!(
+        text.contains(&format!("byte offset {offset_bytes}")),
+        "{text}"
+    );
+    assert!(!text.contains('\n'));
+    let verify_text = verify(dir).expect_err("verify must refuse").to_string();
+    assert_eq!(verify_text, text);
+    text
+}
+
+#[test]
+fn flipped_byte_mid_journal_is_refused() {
+    let temp = TempDir::new("flip");
+    let dir = temp.journal();
+    write_journal(&dir, 300);
+    // In a full (sealed) segment, and in the last segment with valid records after it.
+    let last = verify(&dir).expect("verify").last_seq;
+    for seq in [10, last - 3] {
+        let (path, offset_bytes) = locate(&dir, seq);
+        let original = std::fs::read(&path).expect("read");
+        let byte = (offset_bytes + 40) as usize;
+        patch(&path, byte as u64, &[original[byte] ^ 0x10]);
+        let text = expect_corrupt(&dir, &path, offset_bytes);
+        assert!(text.contains("checksum"), "{text}");
+        patch(&path, byte as u64, &[original[byte]]);
+        assert_eq!(verify(&dir).expect("restored").last_seq, last);
+    }
+}
+
+#[test]
+fn zeroed_commit_word_mid_journal_is_refused() {
+    let temp = TempDir::new("zeroed");
+    let dir = temp.journal();
+    write_journal(&dir, 300);
+    let last = verify(&dir).expect("verify").last_seq;
+    for seq in [10, last - 3] {
+        let (path, offset_bytes) = locate(&dir, seq);
+        let original = std::fs::read(&path).expect("read");
+        patch(&path, offset_bytes, &[0, 0, 0, 0]);
+        expect_corrupt(&dir, &path, offset_bytes);
+        patch(
+            &path,
+            offset_bytes,
+            &original[offset_bytes as usize..offset_bytes as usize + 4],
+        );
+    }
+}
+
+#[repr(C, align(8))]
+struct Aligned([u8; 64]);
+
+#[test]
+fn sequence_gap_is_refused() {
+    let temp = TempDir::new("gap");
+    let dir = temp.journal();
+    let report = write_journal(&dir, 300);
+    // A well-formed record with a skipped sequence number at the end of the last segment.
+    let last_path = segment_files(&dir).pop().expect("segments");
+    let end_bytes = data_end(&last_path);
+    let mut buffer = Aligned([0; 64]);
+    write_record(
+        &mut buffer.0,
+        0,
+        report.last_seq + 2,
+        Timestamp(1),
+        1,
+        b"skip",
+    );
+    patch(&last_path, end_bytes, &buffer.0[..40]);
+    let error = verify(&dir).expect_err("gap");
+    let text = error.to_string();
+    assert!(matches!(error, JournalError::Gap { .. }), "{text}");
+    assert!(text.contains(&last_path.display().to_string()), "{text}");
+    assert!(text.contains(&format!("byte offset {end_bytes}")), "{text}");
+    assert!(
+        text.contains(&format!("expected {}", report.last_seq + 1)),
+        "{text}"
+    );
+    let error =
+        JournalWriter::open_or_create(config(&dir, Durability::Flush), DAY_EPOCH_UNIX_NS).err();
+    assert!(matches!(error, Some(JournalError::Gap { .. })));
+}
+
+/// End of data (seal included) of one segment file.
+fn data_end(path: &Path) -> u64 {
+    let bytes = std::fs::read(path).expect("read");
+    let mut offset = HEADER_BYTES as usize;
+    for _ in 0..bytes.len() / 8 {
+        let length = u32::from_le_bytes(bytes[offset..offset + 4].try_into().expect("4"));
+        if length == 0 {
+            return offset as u64;
+        }
+        if length == u32::MAX {
+            return offset as u64 + 8;
+        }
+        offset += (length as usize).next_multiple_of(8);
+    }
+    panic!("no end");
+}
+
+#[test]
+fn missing_segment_is_a_gap() {
+    let temp = TempDir::new("missing-segment");
+    let dir = temp.journal();
+    write_journal(&dir, 300);
+    std::fs::remove_file(segment_path(&dir, 2)).expect("remove");
+    let error = verify(&dir).expect_err("gap");
+    assert!(
+        matches!(
+            error,
+            JournalError::Gap {
+                what: "segment index",
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert!(error.to_string().contains("00000003.seg"), "{error}");
+}
+
+#[test]
+fn foreign_files_are_refused() {
+    let temp = TempDir::new("foreign");
+    let dir = temp.journal();
+    write_journal(&dir, 150);
+    assert!(segment_files(&dir).len() > 1);
+    let notes = dir.join("notes.txt");
+    std::fs::write(&notes, b"hello").expect("write");
+    let error = verify(&dir).expect_err("foreign");
+    assert!(matches!(error, JournalError::ForeignFile { .. }), "{error}");
+    assert!(error.to_string().contains("notes.txt"), "{error}");
+    std::fs::remove_file(&notes).expect("remove");
+    // A file named like a segment that is not one.
+    let count = segment_files(&dir).len() as u64;
+    let impostor = segment_path(&dir, count + 1);
+    let mut text = b"this is certainly not a journal segment, just some text ".repeat(200);
+    text.truncate(SEGMENT_BYTES as usize);
+    std::fs::write(&impostor, &text).expect("write");
+    let error = JournalWriter::open_or_create(config(&dir, Durability::Flush), DAY_EPOCH_UNIX_NS)
+        .err()
+        .expect("foreign");
+    assert!(
+        matches!(
+            error,
+            JournalError::ForeignFile {
+                reason: "bad magic",
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains(&impostor.display().to_string()),
+        "{error}"
+    );
+    // A segment of another journal: same records, another day.
+    std::fs::remove_file(&impostor).expect("remove");
+    let other = TempDir::new("other");
+    let other_dir = other.journal();
+    let (mut writer, _) = JournalWriter::open_or_create(
+        config(&other_dir, Durability::Flush),
+        DAY_EPOCH_UNIX_NS + NANOS_PER_DAY,
+    )
+    .expect("other journal");
+    append_range(&mut writer, 1, 150);
+    drop(writer);
+    assert!(count > 1);
+    let last_path = segment_path(&dir, count);
+    std::fs::copy(segment_path(&other_dir, count), &last_path).expect("copy");
+    let error = verify(&dir).expect_err("other journal");
+    let text = error.to_string();
+    assert!(text.contains(&last_path.display().to_string()), "{text}");
+    assert!(text.contains("day epoch"), "{text}");
+}
+
+#[test]
+fn bad_configuration_is_a_clear_error() {
+    let temp = TempDir::new("config");
+    let missing = temp.0.join("does-not-exist");
+    let mut cfg = config(&missing, Durability::Async);
+    cfg.create_dir = false;
+    let error = JournalWriter::open_or_create(cfg, DAY_EPOCH_UNIX_NS)
+        .err()
+        .expect("missing");
+    assert!(
+        matches!(error, JournalError::MissingDirectory { .. }),
+        "{error}"
+    );
+    let text = error.to_string();
+    assert!(
+        text.contains("does-not-exist") && !text.contains('\n'),
+        "{text}"
+    );
+    assert!(matches!(
+        verify(&missing),
+        Err(JournalError::MissingDirectory { .. })
+    ));
+    assert!(matches!(
+        JournalReader::open(&missing, 1),
+        Err(JournalError::MissingDirectory { .. })
+    ));
+
+    let plain_file = temp.0.join("plain");
+    std::fs::write(&plain_file, b"x").expect("write");
+    let error =
+        JournalWriter::open_or_create(config(&plain_file, Durability::Async), DAY_EPOCH_UNIX_NS)
+            .err()
+            .expect("not a dir");
+    assert!(
+        matches!(error, JournalError::NotADirectory { .. }),
+        "{error}"
+    );
+
+    let dir = temp.journal();
+    for (segment_bytes, max_payload_bytes) in
+        [(5000, 100), (4096, 100), (8192, 8192), (8192, u32::MAX)]
+    {
+        let cfg = JournalConfig {
+            segment_bytes,
+            max_payload_bytes,
+            ..config(&dir, Durability::Async)
+        };
+        let error = JournalWriter::open_or_create(cfg, DAY_EPOCH_UNIX_NS)
+            .err()
+            .expect("bad sizes");
+        assert!(
+            matches!(error, JournalError::InvalidConfig { .. }),
+            "{error}"
+        );
+        assert!(!error.to_string().contains('\n'));
+    }
+    let error =
+        JournalWriter::open_or_create(config(&dir, Durability::Async), DAY_EPOCH_UNIX_NS + 1)
+            .err()
+            .expect("bad epoch");
+    assert!(
+        matches!(error, JournalError::InvalidConfig { .. }),
+        "{error}"
+    );
+
+    let (mut writer, _) = open(&dir);
+    let error = writer
+        .append(Timestamp(1), 1, &vec![7; MAX_PAYLOAD_BYTES as usize + 1])
+        .expect_err("too large");
+    assert!(
+        matches!(error, JournalError::RecordTooLarge { .. }),
+        "{error}"
+    );
+    assert_eq!(
+        writer
+            .append(Timestamp(1), 1, &vec![7; MAX_PAYLOAD_BYTES as usize])
+            .expect("max fits"),
+        1
+    );
+    let second = JournalWriter::open_or_create(config(&dir, Durability::Async), DAY_EPOCH_UNIX_NS);
+    assert!(matches!(second.err(), Some(JournalError::Locked { .. })));
+    drop(writer);
+
+    assert!(matches!(
+        JournalReader::open(&dir, 0),
+        Err(JournalError::SeqOutOfRange { .. })
+    ));
+    let empty = temp.0.join("empty");
+    std::fs::create_dir_all(&empty).expect("dir");
+    assert!(matches!(
+        verify(&empty),
+        Err(JournalError::EmptyJournal { .. })
+    ));
+    assert!(matches!(
+        JournalReader::open(&empty, 1),
+        Err(JournalError::EmptyJournal { .. })
+    ));
+}
+
+#[test]
+fn unreadable_segment_is_permission_denied() {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: plain syscall without arguments.
+    if unsafe { libc::geteuid() } == 0 {
+        eprintln!("running as root: file permissions do not apply, skipped");
+        return;
+    }
+    let temp = TempDir::new("perm");
+    let dir = temp.journal();
+    write_journal(&dir, 10);
+    let path = segment_path(&dir, 1);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+    let error = verify(&dir).expect_err("unreadable");
+    assert!(
+        matches!(error, JournalError::PermissionDenied { .. }),
+        "{error}"
+    );
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod back");
+}
+
+#[test]
+fn blank_spare_is_ignored_and_removed() {
+    let temp = TempDir::new("spare");
+    let dir = temp.journal();
+    let report = write_journal(&dir, 100);
+    let spare = segment_path(&dir, report.segments as u64 + 1);
+    std::fs::write(&spare, vec![0u8; SEGMENT_BYTES as usize]).expect("spare");
+    let verified = verify(&dir).expect("verify");
+    assert!(verified.spare_segment);
+    assert_eq!(verified.last_seq, 100);
+    let (mut writer, recovered) = open(&dir);
+    assert_eq!(recovered.last_seq, 100);
+    append_range(&mut writer, 101, 400);
+    drop(writer);
+    assert_eq!(check_all(&dir, 1), 400);
+    // A blank file that is not last is not a spare.
+    let files = segment_files(&dir);
+    patch(&files[1], 0, &[0u8; 64]);
+    assert!(matches!(verify(&dir), Err(JournalError::Corrupt { .. })));
+}
+
+#[test]
+fn sealed_last_segment_continues_in_a_new_one() {
+    let temp = TempDir::new("sealed");
+    let dir = temp.journal();
+    write_journal(&dir, 300);
+    // Simulate a crash after the seal and before the next header: drop the last segment
+    // if it holds no record, else make it the one after a sealed segment.
+    let files = segment_files(&dir);
+    let last = files.last().expect("segments");
+    std::fs::remove_file(last).expect("remove");
+    let truncated = verify(&dir).expect("verify");
+    let (mut writer, report) = open(&dir);
+    assert_eq!(report.last_seq, truncated.last_seq);
+    assert_eq!(report.segments, truncated.segments + 1);
+    append_range(&mut writer, report.last_seq + 1, report.last_seq + 50);
+    drop(writer);
+    assert_eq!(check_all(&dir, 1), truncated.last_seq + 50);
+}
+
+#[test]
+fn recovery_then_continuing_equals_an_uninterrupted_run() {
+    let temp = TempDir::new("equal");
+    let straight = temp.0.join("straight");
+    write_journal(&straight, 700);
+    let interrupted = temp.0.join("interrupted");
+    for (from, to) in [(1, 100), (101, 333), (334, 334), (335, 700)] {
+        let (mut writer, report) = open(&interrupted);
+        assert_eq!(report.last_seq, from - 1);
+        append_range(&mut writer, from, to);
+        drop(writer);
+        // Leave a torn, unpublished record behind as a crash mid-append would.
+        let last_path = segment_files(&interrupted).pop().expect("segments");
+        patch(&last_path, data_end(&last_path) + 8, &[0x5A; 32]);
+    }
+    let (writer, report) = open(&interrupted);
+    assert!(report.torn_tail.is_some());
+    drop(writer);
+    let mut a = JournalReader::open(&straight, 1).expect("reader");
+    let mut b = JournalReader::open(&interrupted, 1).expect("reader");
+    for seq in 1..=700 {
+        let x = a.next().expect("read").expect("record");
+        let y = b.next().expect("read").expect("record");
+        assert_eq!(
+            (x.seq, x.timestamp, x.kind, x.payload),
+            (y.seq, y.timestamp, y.kind, y.payload)
+        );
+        assert_eq!(x.seq, seq);
+    }
+    assert!(a.next().expect("read").is_none());
+    assert!(b.next().expect("read").is_none());
+}
+
+#[test]
+fn tailing_reader_follows_the_writer_across_rotations() {
+    const RECORDS: u64 = 3_000;
+    let temp = TempDir::new("tail");
+    let dir = temp.journal();
+    let (mut writer, _) =
+        JournalWriter::open_or_create(config(&dir, Durability::Async), DAY_EPOCH_UNIX_NS)
+            .expect("open");
+    let reader_dir = dir.clone();
+    let reader = std::thread::spawn(move || {
+        let mut reader = JournalReader::open(&reader_dir, 1).expect("reader");
+        let mut idle_waits = 0u64;
+        for expected in 1..=RECORDS {
+            let record = loop {
+                if let Some(record) = reader.next_wait(Duration::from_millis(20)).expect("read") {
+                    break record;
+                }
+                idle_waits += 1;
+                assert!(idle_waits < 1_000, "reader starved at {expected}");
+            };
+            assert_eq!(record.seq, expected);
+            assert_eq!(record.timestamp, timestamp(expected));
+            assert_eq!(record.payload, &payload(expected)[..]);
+        }
+        reader.next_seq()
+    });
+    for seq in 1..=RECORDS {
+        assert_eq!(
+            writer
+                .append(timestamp(seq), kind(seq), &payload(seq))
+                .expect("append"),
+            seq
+        );
+        if seq % 97 == 0 {
+            writer.flush().expect("flush");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let reader_next = reader.join().expect("reader thread");
+    assert_eq!(reader_next, RECORDS + 1);
+    drop(writer);
+    assert!(verify(&dir).expect("verify").segments > 30);
+}
+
+#[test]
+fn truncate_after_drops_later_records() {
+    let temp = TempDir::new("truncate");
+    let pristine = temp.0.join("pristine");
+    let report = write_journal(&pristine, 400);
+    // The last record of segment 2 (the seal follows it), a record mid-segment, everything.
+    let first_of_third = (2..400)
+        .find(|&seq| locate(&pristine, seq).0 == segment_path(&pristine, 3))
+        .expect("3 segments");
+    for keep in [first_of_third - 1, first_of_third, 123, 0, 399, 400, 500] {
+        let dir = temp.0.join(format!("t-{keep}"));
+        copy_dir(&pristine, &dir);
+        let truncated = truncate_after(&dir, keep).expect("truncate");
+        let kept = keep.min(report.last_seq);
+        assert_eq!(truncated.last_seq, kept, "keep {keep}");
+        assert_eq!(truncated.torn_tail, None);
+        let (mut writer, reopened) = open(&dir);
+        assert_eq!(reopened.last_seq, kept);
+        append_range(&mut writer, kept + 1, kept + 100);
+        drop(writer);
+        assert_eq!(check_all(&dir, 1), kept + 100);
+    }
+}
+
+#[test]
+fn flush_advances_the_durable_seq_and_gate() {
+    let temp = TempDir::new("durable");
+    for durability in [Durability::Async, Durability::Flush, Durability::Replicated] {
+        let dir = temp.0.join(format!("{durability:?}"));
+        let (mut writer, _) =
+            JournalWriter::open_or_create(config(&dir, durability), DAY_EPOCH_UNIX_NS)
+                .expect("open");
+        let durable = writer.durable_seq_handle();
+        let gate = writer.durability_gate();
+        append_range(&mut writer, 1, 250);
+        assert_eq!(durable.load(Ordering::Acquire), 0);
+        assert_eq!(writer.flush().expect("flush"), 250);
+        assert_eq!(durable.load(Ordering::Acquire), 250);
+        let confirmed = writer.confirmed_seq_handle();
+        match durability {
+            Durability::Replicated => {
+                assert_eq!(gate.releasable_seq(), 0);
+                confirmed.store(200, Ordering::Release);
+                assert_eq!(gate.releasable_seq(), 200);
+            }
+            _ => assert_eq!(gate.releasable_seq(), 250),
+        }
+        append_range(&mut writer, 251, 260);
+        assert_eq!(writer.sync_all().expect("sync"), 260);
+        drop(writer);
+        assert_eq!(check_all(&dir, 1), 260);
+    }
+}
+
+const CRASH_DIR_ENV: &str = "BOURSE_JOURNAL_CRASH_CHILD_DIR";
+const CRASH_CHILD_TEST: &str = "journal::tests::crash_child_appender";
+
+/// Child half of `killed_writer_process_loses_no_returned_append`: does nothing unless the
+/// parent set the environment variable.
+#[test]
+fn crash_child_appender() {
+    let Ok(dir) = std::env::var(CRASH_DIR_ENV) else {
+        return;
+    };
+    let (mut writer, _) = JournalWriter::open_or_create(
+        config(Path::new(&dir), Durability::Async),
+        DAY_EPOCH_UNIX_NS,
+    )
+    .expect("open");
+    let mut out = std::io::stdout().lock();
+    for seq in 1..=1_000_000u64 {
+        let got = writer
+            .append(timestamp(seq), kind(seq), &payload(seq))
+            .expect("append");
+        writeln!(out, "SEQ {got}").expect("stdout");
+        out.flush().expect("stdout");
+    }
+    // Wait to be killed (bounded).
+    for _ in 0..600 {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn killed_writer_process_loses_no_returned_append() {
+    let temp = TempDir::new("kill9");
+    let dir = temp.journal();
+    let mut child = Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            CRASH_CHILD_TEST,
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CRASH_DIR_ENV, &dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn child");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut printed = 0u64;
+    for line in lines.by_ref() {
+        let line = line.expect("line");
+        if let Some(seq) = line.strip_prefix("SEQ ") {
+            printed = seq.parse().expect("seq");
+            if printed == 2_500 {
+                break;
+            }
+        }
+    }
+    assert_eq!(printed, 2_500, "child stopped early");
+    child.kill().expect("kill -9"); // SIGKILL on Unix
+    child.wait().expect("reap");
+    for line in lines {
+        let Ok(line) = line else { break };
+        if let Some(seq) = line.strip_prefix("SEQ ") {
+            printed = seq.parse().expect("seq");
+        }
+    }
+    let (writer, report) = open(&dir);
+    drop(writer);
+    assert!(
+        report.last_seq >= printed,
+        "lost returned appends: {report:?}, printed {printed}"
+    );
+    assert_eq!(check_all(&dir, 1), report.last_seq);
+}
+
+#[test]
+fn missing_seal_before_a_later_segment_is_written_back() {
+    let temp = TempDir::new("seal");
+    let dir = temp.journal();
+    let report = write_journal(&dir, 300);
+    // A machine crash can keep the next segment's header and lose the seal before it.
+    let first = segment_path(&dir, 1);
+    let seal_bytes = data_end(&first) - 8;
+    patch(&first, seal_bytes, &[0; 8]);
+    let verified = verify(&dir).expect("a missing seal alone is not corruption");
+    assert_eq!(verified.missing_seals, 1);
+    assert_eq!(verified.last_seq, report.last_seq);
+    let (writer, recovered) = open(&dir);
+    assert_eq!(recovered.missing_seals, 1);
+    drop(writer);
+    assert_eq!(verify(&dir).expect("verify").missing_seals, 0);
+    assert_eq!(check_all(&dir, 1), report.last_seq);
+    // Missing seal and missing records: the next header proves the hole.
+    let (path, offset_bytes) = locate(&dir, 20);
+    let end_bytes = data_end(&path);
+    patch(
+        &path,
+        offset_bytes,
+        &vec![0; (end_bytes - offset_bytes) as usize],
+    );
+    let error = verify(&dir).expect_err("hole");
+    assert!(matches!(error, JournalError::Gap { .. }), "{error}");
+}
+
+#[test]
+fn truncate_after_cuts_back_before_a_hole() {
+    let temp = TempDir::new("hole");
+    let dir = temp.journal();
+    write_journal(&dir, 300);
+    let (path, offset_bytes) = locate(&dir, 150);
+    patch(&path, offset_bytes + 32, &[0xEE]);
+    assert!(verify(&dir).is_err());
+    let report = truncate_after(&dir, 149).expect("truncate before the hole");
+    assert_eq!(report.last_seq, 149);
+    assert_eq!(check_all(&dir, 1), 149);
+    let (mut writer, _) = open(&dir);
+    append_range(&mut writer, 150, 200);
+    drop(writer);
+    assert_eq!(check_all(&dir, 1), 200);
+    let error = truncate_after(&temp.0.join("nothing"), 1).expect_err("missing");
+    assert!(
+        matches!(error, JournalError::MissingDirectory { .. }),
+        "{error}"
+    );
+}

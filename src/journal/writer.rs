@@ -1,0 +1,439 @@
+//! The single writer: appends records, rotates segments with a helper thread preparing the
+//! next one, and group-commits (`flush`) according to the durability mode.
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+
+use crossbeam::channel::{self, Receiver, Sender, TrySendError};
+
+use super::record::{SEAL_BYTES, record_span_bytes, write_record, write_seal};
+use super::recovery::{self, RecoveryReport};
+use super::segment::{self, HEADER_BYTES, MappedSegment, SegmentHeader};
+use super::{Durability, DurabilityGate, JournalConfig, JournalError, NANOS_PER_DAY};
+use crate::types::Timestamp;
+
+/// Segments retired between two flushes that still wait for their msync. Past this many the
+/// writer syncs them at the rotation itself (only if the caller flushes very rarely).
+const RETIRED_UNFLUSHED_LIMIT: usize = 8;
+
+/// The journal's one writer. Owns the directory lock; dropping it syncs (in `Flush` and
+/// `Replicated` modes), stops the helper thread and removes the unused spare segment.
+pub struct JournalWriter {
+    config: JournalConfig,
+    day_epoch_unix_ns: u64,
+    current: MappedSegment,
+    write_offset_bytes: u64,
+    /// Bytes of `current` before this offset were msynced by the last flush.
+    flushed_offset_bytes: u64,
+    next_seq: u64,
+    last_timestamp: Timestamp,
+    /// Full segments whose tail `[from, to)` awaits the next flush's msync.
+    retired_unflushed: Vec<(MappedSegment, u64, u64)>,
+    durable_seq: Arc<AtomicU64>,
+    confirmed_seq: Arc<AtomicU64>,
+    helper: Helper,
+    _lock: File,
+}
+
+impl JournalWriter {
+    /// Open the journal in `config.dir`, recovering it, or start a new one whose day epoch is
+    /// `day_epoch_unix_ns_for_new` (midnight UTC, unix ns; ignored for an existing journal —
+    /// the report carries the journal's own).
+    pub fn open_or_create(
+        config: JournalConfig,
+        day_epoch_unix_ns_for_new: u64,
+    ) -> Result<(JournalWriter, RecoveryReport), JournalError> {
+        config.validate()?;
+        if !day_epoch_unix_ns_for_new.is_multiple_of(NANOS_PER_DAY) {
+            let reason = format!("day epoch {day_epoch_unix_ns_for_new} ns is not a midnight UTC");
+            return Err(JournalError::InvalidConfig { reason });
+        }
+        ensure_dir(&config.dir, config.create_dir)?;
+        let lock = lock_dir(&config.dir)?;
+        let (mut report, tail) = recovery::recover(&config.dir)?;
+        let (current, write_offset_bytes) = match tail {
+            None => {
+                report.day_epoch_unix_ns = day_epoch_unix_ns_for_new;
+                report.segments = 1;
+                report.data_bytes = HEADER_BYTES;
+                (
+                    start_segment(&config, 1, 1, day_epoch_unix_ns_for_new)?,
+                    HEADER_BYTES,
+                )
+            }
+            Some((_, tail)) if tail.sealed => {
+                let index = tail.segment_index + 1;
+                report.segments += 1;
+                report.data_bytes += HEADER_BYTES;
+                (
+                    start_segment(
+                        &config,
+                        index,
+                        report.last_seq + 1,
+                        report.day_epoch_unix_ns,
+                    )?,
+                    HEADER_BYTES,
+                )
+            }
+            Some((mapped, tail)) => (mapped, tail.end_offset_bytes),
+        };
+        current.prefault(write_offset_bytes);
+        let helper = Helper::spawn(&config, current.segment_index + 1)?;
+        let writer = JournalWriter {
+            day_epoch_unix_ns: report.day_epoch_unix_ns,
+            flushed_offset_bytes: write_offset_bytes,
+            write_offset_bytes,
+            current,
+            next_seq: report.last_seq + 1,
+            last_timestamp: report.last_timestamp,
+            retired_unflushed: Vec::with_capacity(RETIRED_UNFLUSHED_LIMIT),
+            durable_seq: Arc::new(AtomicU64::new(report.last_seq)),
+            confirmed_seq: Arc::new(AtomicU64::new(report.last_seq)),
+            helper,
+            _lock: lock,
+            config,
+        };
+        Ok((writer, report))
+    }
+
+    /// Append one record and return its sequence number. No allocation, no syscall (unless
+    /// the helper has not finished preparing the next segment when this one is full).
+    pub fn append(
+        &mut self,
+        timestamp: Timestamp,
+        kind: u8,
+        payload: &[u8],
+    ) -> Result<u64, JournalError> {
+        let payload_bytes = payload.len() as u64;
+        if payload_bytes > self.config.max_payload_bytes as u64 {
+            let max_payload_bytes = self.config.max_payload_bytes;
+            return Err(JournalError::RecordTooLarge {
+                payload_bytes,
+                max_payload_bytes,
+            });
+        }
+        let span_bytes = record_span_bytes(payload_bytes);
+        if self.write_offset_bytes + span_bytes + SEAL_BYTES > self.current.segment_bytes() {
+            self.rotate()?;
+            assert!(
+                self.write_offset_bytes + span_bytes + SEAL_BYTES <= self.current.segment_bytes()
+            );
+        }
+        let seq = self.next_seq;
+        write_record(
+            &mut self.current.map,
+            self.write_offset_bytes,
+            seq,
+            timestamp,
+            kind,
+            payload,
+        );
+        self.write_offset_bytes += span_bytes;
+        self.next_seq = seq + 1;
+        self.last_timestamp = timestamp;
+        Ok(seq)
+    }
+
+    /// Seal the full segment and continue in the prepared one.
+    #[cold]
+    fn rotate(&mut self) -> Result<(), JournalError> {
+        let mut next = self
+            .helper
+            .take_prepared(&self.config, self.current.segment_index + 1)?;
+        assert!(next.segment_index == self.current.segment_index + 1);
+        assert!(next.segment_bytes() == self.config.segment_bytes);
+        write_seal(&mut self.current.map, self.write_offset_bytes);
+        let header = SegmentHeader {
+            segment_index: next.segment_index,
+            first_seq: self.next_seq,
+            day_epoch_unix_ns: self.day_epoch_unix_ns,
+            created_unix_ns: next.created_unix_ns,
+            segment_bytes: next.segment_bytes(),
+            max_payload_bytes: self.config.max_payload_bytes,
+        };
+        // Seal first, then the header: a reader that finds the seal waits for the header.
+        header.publish(&mut next.map);
+        let retired = std::mem::replace(&mut self.current, next);
+        let retired_end_bytes = self.write_offset_bytes + SEAL_BYTES;
+        let retired_flushed_bytes = self.flushed_offset_bytes;
+        self.write_offset_bytes = HEADER_BYTES;
+        self.flushed_offset_bytes = 0;
+        self.helper
+            .request_prepare(self.current.segment_index + 1, self.config.segment_bytes);
+        if self.config.durability == Durability::Async {
+            self.helper.retire(retired);
+            return Ok(());
+        }
+        if self.retired_unflushed.len() == RETIRED_UNFLUSHED_LIMIT {
+            self.sync_retired()?;
+        }
+        self.retired_unflushed
+            .push((retired, retired_flushed_bytes, retired_end_bytes));
+        Ok(())
+    }
+
+    /// Group commit at a batch boundary. `Async`: marks everything written as durable in the
+    /// process-crash sense (one store). `Flush`/`Replicated`: msyncs exactly the bytes written
+    /// since the last flush, across segments, then advances the durable sequence number.
+    /// Returns the durable sequence number.
+    pub fn flush(&mut self) -> Result<u64, JournalError> {
+        let written_seq = self.next_seq - 1;
+        if self.config.durability != Durability::Async {
+            self.sync_retired()?;
+            self.current
+                .sync_range(self.flushed_offset_bytes, self.write_offset_bytes)?;
+            self.flushed_offset_bytes = self.write_offset_bytes;
+        }
+        assert!(self.durable_seq.load(Ordering::Relaxed) <= written_seq);
+        self.durable_seq.store(written_seq, Ordering::Release);
+        Ok(written_seq)
+    }
+
+    /// msync everything written regardless of the mode (shutdown, end of day).
+    pub fn sync_all(&mut self) -> Result<u64, JournalError> {
+        self.sync_retired()?;
+        self.current
+            .sync_range(self.flushed_offset_bytes, self.write_offset_bytes)?;
+        self.flushed_offset_bytes = self.write_offset_bytes;
+        let written_seq = self.next_seq - 1;
+        self.durable_seq.store(written_seq, Ordering::Release);
+        Ok(written_seq)
+    }
+
+    fn sync_retired(&mut self) -> Result<(), JournalError> {
+        for (segment, from_bytes, to_bytes) in &self.retired_unflushed {
+            segment.sync_range(*from_bytes, *to_bytes)?;
+        }
+        let bound = self.retired_unflushed.len();
+        for _ in 0..bound {
+            let (segment, _, _) = self.retired_unflushed.pop().expect("bounded by len");
+            self.helper.retire(segment);
+        }
+        assert!(self.retired_unflushed.is_empty());
+        Ok(())
+    }
+
+    /// Sequence number the next `append` will return.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    pub fn last_timestamp(&self) -> Timestamp {
+        self.last_timestamp
+    }
+
+    /// Unix ns of midnight UTC of the journal's day: timestamps count from it.
+    pub fn day_epoch_unix_ns(&self) -> u64 {
+        self.day_epoch_unix_ns
+    }
+
+    pub fn durability(&self) -> Durability {
+        self.config.durability
+    }
+
+    /// Highest sequence number made durable by `flush` (Release-stored; load with Acquire).
+    pub fn durable_seq_handle(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.durable_seq)
+    }
+
+    /// Seam for the replication layer: it stores the highest sequence number the standby has
+    /// confirmed here. Starts at the recovered last sequence number.
+    pub fn confirmed_seq_handle(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.confirmed_seq)
+    }
+
+    /// What the output stage consults before releasing an input's outputs.
+    pub fn durability_gate(&self) -> DurabilityGate {
+        DurabilityGate {
+            durability: self.config.durability,
+            durable_seq: self.durable_seq_handle(),
+            confirmed_seq: self.confirmed_seq_handle(),
+        }
+    }
+}
+
+impl Drop for JournalWriter {
+    fn drop(&mut self) {
+        if self.config.durability != Durability::Async
+            && let Err(error) = self.sync_all()
+        {
+            tracing::error!(%error, "journal: final sync failed");
+        }
+        self.helper.stop();
+    }
+}
+
+/// Create a segment on the calling thread and publish its header (open, not the hot path).
+fn start_segment(
+    config: &JournalConfig,
+    segment_index: u64,
+    first_seq: u64,
+    day_epoch_unix_ns: u64,
+) -> Result<MappedSegment, JournalError> {
+    let mut segment = MappedSegment::create(&config.dir, segment_index, config.segment_bytes)?;
+    let header = SegmentHeader {
+        segment_index,
+        first_seq,
+        day_epoch_unix_ns,
+        created_unix_ns: segment.created_unix_ns,
+        segment_bytes: config.segment_bytes,
+        max_payload_bytes: config.max_payload_bytes,
+    };
+    header.publish(&mut segment.map);
+    segment.sync_range(0, HEADER_BYTES)?;
+    Ok(segment)
+}
+
+fn ensure_dir(dir: &Path, create_dir: bool) -> Result<(), JournalError> {
+    match std::fs::metadata(dir) {
+        Ok(metadata) if metadata.is_dir() => Ok(()),
+        Ok(_) => Err(JournalError::NotADirectory {
+            path: dir.to_path_buf(),
+        }),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound && create_dir => {
+            std::fs::create_dir_all(dir).map_err(|e| JournalError::io(dir, "create directory", e))
+        }
+        Err(error) => Err(segment::dir_error(dir, error)),
+    }
+}
+
+/// Take the journal directory's advisory lock (flock on the directory itself): one writer.
+pub(crate) fn lock_dir(dir: &Path) -> Result<File, JournalError> {
+    let handle = File::open(dir).map_err(|e| segment::dir_error(dir, e))?;
+    match handle.try_lock() {
+        Ok(()) => Ok(handle),
+        Err(std::fs::TryLockError::WouldBlock) => Err(JournalError::Locked {
+            path: dir.to_path_buf(),
+        }),
+        Err(std::fs::TryLockError::Error(error)) => {
+            Err(JournalError::io(dir, "lock directory", error))
+        }
+    }
+}
+
+enum HelperRequest {
+    Prepare {
+        segment_index: u64,
+        segment_bytes: u64,
+    },
+    Retire(MappedSegment),
+}
+
+/// The background thread that prepares the next segment and unmaps retired ones.
+struct Helper {
+    requests: Option<Sender<HelperRequest>>,
+    prepared: Receiver<Result<MappedSegment, JournalError>>,
+    /// A `Prepare` was sent and its answer not taken yet.
+    outstanding: bool,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Helper {
+    fn spawn(config: &JournalConfig, first_segment_index: u64) -> Result<Helper, JournalError> {
+        let (request_tx, request_rx) =
+            channel::bounded::<HelperRequest>(RETIRED_UNFLUSHED_LIMIT + 4);
+        let (prepared_tx, prepared_rx) = channel::bounded(1);
+        let dir = config.dir.clone();
+        let thread = std::thread::Builder::new()
+            .name("journal-helper".into())
+            .spawn(move || helper_loop(&dir, request_rx, prepared_tx))
+            .map_err(|e| JournalError::io(&config.dir, "spawn journal helper thread", e))?;
+        let mut helper = Helper {
+            requests: Some(request_tx),
+            prepared: prepared_rx,
+            outstanding: false,
+            thread: Some(thread),
+        };
+        helper.request_prepare(first_segment_index, config.segment_bytes);
+        Ok(helper)
+    }
+
+    fn request_prepare(&mut self, segment_index: u64, segment_bytes: u64) {
+        assert!(!self.outstanding);
+        let requests = self.requests.as_ref().expect("helper running");
+        // Never blocks: at most one Prepare plus RETIRED_UNFLUSHED_LIMIT retirements queue up.
+        match requests.try_send(HelperRequest::Prepare {
+            segment_index,
+            segment_bytes,
+        }) {
+            Ok(()) => self.outstanding = true,
+            Err(error) => tracing::error!(%error, "journal: cannot queue segment preparation"),
+        }
+    }
+
+    /// The prepared segment, waiting for it if the helper is still at work. On failure the
+    /// preparation is requested again so a later append can retry (e.g. after disk space
+    /// was freed).
+    fn take_prepared(
+        &mut self,
+        config: &JournalConfig,
+        segment_index: u64,
+    ) -> Result<MappedSegment, JournalError> {
+        if !self.outstanding {
+            self.request_prepare(segment_index, config.segment_bytes);
+        }
+        let answer = self.prepared.recv().map_err(|_| {
+            let error = std::io::Error::other("journal helper thread stopped");
+            JournalError::io(&config.dir, "prepare next segment", error)
+        })?;
+        self.outstanding = false;
+        if answer.is_err() {
+            self.request_prepare(segment_index, config.segment_bytes);
+        }
+        answer
+    }
+
+    /// Hand a full segment to the helper to unmap (munmap of a large mapping is slow).
+    fn retire(&mut self, segment: MappedSegment) {
+        let requests = self.requests.as_ref().expect("helper running");
+        match requests.try_send(HelperRequest::Retire(segment)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(request) | TrySendError::Disconnected(request)) => drop(request),
+        }
+    }
+
+    /// Stop the thread and remove a prepared but unused spare.
+    fn stop(&mut self) {
+        drop(self.requests.take());
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            tracing::error!("journal helper thread panicked");
+        }
+        if let Ok(Ok(spare)) = self.prepared.try_recv() {
+            let path = spare.path.clone();
+            drop(spare);
+            if let Err(error) = std::fs::remove_file(&path) {
+                tracing::warn!(%error, path = %path.display(), "journal: cannot remove spare segment");
+            }
+        }
+    }
+}
+
+fn helper_loop(
+    dir: &Path,
+    requests: Receiver<HelperRequest>,
+    prepared: Sender<Result<MappedSegment, JournalError>>,
+) {
+    // Ends when the writer drops its sender.
+    for request in requests {
+        match request {
+            HelperRequest::Prepare {
+                segment_index,
+                segment_bytes,
+            } => {
+                let answer = MappedSegment::create(dir, segment_index, segment_bytes);
+                if let Err(error) = &answer {
+                    tracing::warn!(%error, "journal: preparing the next segment failed");
+                }
+                if prepared.send(answer).is_err() {
+                    return;
+                }
+            }
+            HelperRequest::Retire(segment) => drop(segment),
+        }
+    }
+}
