@@ -81,8 +81,8 @@ pub struct JournalConfig {
     pub durability: DurabilityMode,
     /// Size of each preallocated segment file.
     pub segment_bytes: u64,
-    /// Largest journal record (header included).
-    pub max_record_bytes: u32,
+    /// Largest journal record payload (the start-of-day record holds the venue definition).
+    pub max_payload_bytes: u32,
 }
 
 impl Default for JournalConfig {
@@ -91,7 +91,7 @@ impl Default for JournalConfig {
             dir: "data/journal".into(),
             durability: DurabilityMode::Flush,
             segment_bytes: 256 << 20,
-            max_record_bytes: 64 << 10,
+            max_payload_bytes: 1 << 20,
         }
     }
 }

@@ -6,10 +6,13 @@
 //! replay, in benchmarks and in tests.
 
 pub mod book;
+pub mod client;
 pub mod config;
+pub mod daemon;
 pub mod exchange;
 pub mod gateway;
 pub mod journal;
+pub mod replay;
 pub mod sequencer;
 pub mod stream;
 pub mod types;

@@ -1,13 +1,19 @@
-//! The `bourse` command line.
+//! The `bourse` command line: run, replay, admin.
 
+use bourse::config::Config;
+use bourse::daemon::admin::{self, Request};
+use bourse::daemon::engine::NoFeed;
+use bourse::daemon::{Daemon, stop_on_signals};
 use clap::{Parser, Subcommand};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 #[derive(Parser)]
 #[command(
     name = "bourse",
     version,
-    about = "Exchange matching engine daemon (OUCH 4.2 in, ITCH 5.0 out)"
+    about = "Exchange matching engine daemon: OUCH 4.2 in, ITCH 5.0 out, journal first"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -16,20 +22,145 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a primary: order entry, sequencer and journal, engine, market data.
+    /// Run a primary: recover the journal, then take orders (SoupBinTCP/OUCH 4.2) and publish
+    /// ITCH 5.0 over MoldUDP64. Without --config the embedded default config is used.
     Run {
-        /// TOML configuration; without it the embedded default config is used.
+        /// TOML configuration file (see README "Configuration").
         #[arg(long)]
-        config: Option<std::path::PathBuf>,
+        config: Option<PathBuf>,
     },
+    /// Recompute every output of a journal offline with the pure core and print digests
+    /// (SHA-256 of the ITCH stream and of each account's OUCH stream, state digest).
+    Replay {
+        /// The journal directory.
+        #[arg(long)]
+        journal: PathBuf,
+        /// Also write the ITCH stream as a BinaryFILE (2-byte length + message).
+        #[arg(long)]
+        itch_out: Option<PathBuf>,
+    },
+    /// Send an operator command to a running daemon (its [admin] listen address).
+    Admin {
+        /// The daemon's TOML configuration (for the admin address); default: embedded.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(subcommand)]
+        action: AdminAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum AdminAction {
+    /// Halt a symbol: ITCH trading action H; new orders and replaces are rejected H.
+    Halt { symbol: String },
+    /// Resume a halted symbol: ITCH trading action T.
+    Resume { symbol: String },
+    /// End the day: cancel every resting order (reason E), then the end-of-day messages.
+    EndOfDay,
+    /// Print sequence numbers, resting orders and sessions.
+    Status,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Run { .. } => {
-            eprintln!("bourse run: the daemon is not built yet (see README: status)");
-            ExitCode::from(2)
+    let result = match cli.command {
+        Command::Run { config } => run(config),
+        Command::Replay { journal, itch_out } => replay(&journal, itch_out),
+        Command::Admin { config, action } => admin_command(config, action),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("bourse: {message}");
+            ExitCode::FAILURE
         }
+    }
+}
+
+fn load_config(path: Option<PathBuf>) -> Result<Config, String> {
+    match path {
+        Some(path) => Config::load(&path).map_err(|e| e.to_string()),
+        None => Ok(Config::embedded_default()),
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn run(config: Option<PathBuf>) -> Result<(), String> {
+    init_logging();
+    let config = load_config(config)?;
+    let stop = stop_on_signals()?;
+    let mut daemon = Daemon::start(config, NoFeed, stop)?;
+    println!("{}", daemon.listening());
+    daemon.run()
+}
+
+fn replay(journal: &std::path::Path, itch_out: Option<PathBuf>) -> Result<(), String> {
+    let mut file = match &itch_out {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .map_err(|e| format!("cannot create {}: {e}", path.display()))?,
+        )),
+        None => None,
+    };
+    let bar = indicatif::ProgressBar::new_spinner();
+    let out = file.as_mut().map(|f| f as &mut dyn std::io::Write);
+    let report = bourse::replay::replay(journal, out, |done| {
+        bar.set_message(format!("{done} inputs"))
+    })
+    .map_err(|e| e.to_string())?;
+    bar.finish_and_clear();
+    if let Some(mut f) = file {
+        std::io::Write::flush(&mut f).map_err(|e| format!("writing the ITCH file: {e}"))?;
+    }
+    println!(
+        "inputs {} (last seq {}) in {:.3} s: {:.0} inputs/s",
+        report.inputs,
+        report.last_seq,
+        report.seconds,
+        report.inputs_per_second()
+    );
+    println!(
+        "order refs {} matches {}",
+        report.order_refs, report.matches
+    );
+    println!(
+        "itch {} messages sha256 {}",
+        report.itch_messages, report.itch_digest
+    );
+    for (user, messages, digest) in &report.ouch {
+        println!("ouch {user} {messages} messages sha256 {digest}");
+    }
+    println!("state {}", report.state_digest);
+    Ok(())
+}
+
+fn admin_command(config: Option<PathBuf>, action: AdminAction) -> Result<(), String> {
+    let config = load_config(config)?;
+    let request = match action {
+        AdminAction::Halt { symbol } => Request::Halt(symbol),
+        AdminAction::Resume { symbol } => Request::Resume(symbol),
+        AdminAction::EndOfDay => Request::EndOfDay,
+        AdminAction::Status => Request::Status,
+    };
+    let answer =
+        admin::send(config.admin.listen, &request, Duration::from_secs(5)).map_err(|e| {
+            format!(
+                "cannot reach the daemon's admin port {}: {e}",
+                config.admin.listen
+            )
+        })?;
+    println!("{answer}");
+    if answer.starts_with("ok") {
+        Ok(())
+    } else {
+        Err("the daemon refused the command".into())
     }
 }

@@ -151,7 +151,11 @@ impl StreamReader {
         unsafe {
             let index = &*self.shared.index.get();
             let at = (count - 1) as usize * INDEX_ENTRY_BYTES;
-            u64::from_ne_bytes(index[at..at + INDEX_ENTRY_BYTES].try_into().expect("8 bytes"))
+            u64::from_ne_bytes(
+                index[at..at + INDEX_ENTRY_BYTES]
+                    .try_into()
+                    .expect("8 bytes"),
+            )
         }
     }
 

@@ -65,7 +65,9 @@ impl Connection {
         if self.out_start == self.out_end {
             self.out_start = 0;
             self.out_end = 0;
-        } else if self.out_start > 0 && self.out.len() - self.out_end < soupbin::MAX_PACKET_LEN.min(512) {
+        } else if self.out_start > 0
+            && self.out.len() - self.out_end < soupbin::MAX_PACKET_LEN.min(512)
+        {
             self.out.copy_within(self.out_start..self.out_end, 0);
             self.out_end -= self.out_start;
             self.out_start = 0;
@@ -87,7 +89,9 @@ impl Connection {
 
     /// Copy sequenced messages from the account's stream into the write buffer as space allows.
     pub fn fill_from(&mut self, stream: &StreamReader) {
-        let State::LoggedIn { next_seq, .. } = self.state else { return };
+        let State::LoggedIn { next_seq, .. } = self.state else {
+            return;
+        };
         let mut seq = next_seq;
         let last = stream.len();
         while seq <= last {
@@ -101,7 +105,12 @@ impl Connection {
             }
             seq += 1;
         }
-        if let State::LoggedIn { next_seq, caught_up, .. } = &mut self.state {
+        if let State::LoggedIn {
+            next_seq,
+            caught_up,
+            ..
+        } = &mut self.state
+        {
             *next_seq = seq;
             *caught_up |= seq > last;
         }
@@ -144,7 +153,10 @@ impl Connection {
                 self.last_recv_ns = now_ns;
                 Ok(true)
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    || e.kind() == io::ErrorKind::Interrupted =>
+            {
                 Err(io::ErrorKind::WouldBlock.into())
             }
             Err(e) => Err(e),

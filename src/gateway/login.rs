@@ -54,7 +54,11 @@ mod tests {
     fn accounts() -> Vec<AccountConfig> {
         ["BRKR01", "BRKR02"]
             .iter()
-            .map(|u| AccountConfig { username: u.to_string(), password: "secret".into(), firm: "F".into() })
+            .map(|u| AccountConfig {
+                username: u.to_string(),
+                password: "secret".into(),
+                firm: "F".into(),
+            })
             .collect()
     }
 
@@ -69,27 +73,50 @@ mod tests {
     }
 
     fn run(r: &LoginRequest, live: bool) -> Result<Admitted, u8> {
-        decide(r, &accounts(), SessionId::new("BOURSE0001").unwrap(), |_| 10, |_| live)
+        decide(
+            r,
+            &accounts(),
+            SessionId::new("BOURSE0001").unwrap(),
+            |_| 10,
+            |_| live,
+        )
     }
 
     #[test]
     fn credentials_then_session_then_one_connection() {
         assert_eq!(run(&request("BRKR01", "wrong", "", 1), false), Err(b'A'));
         assert_eq!(run(&request("NOBODY", "secret", "", 1), false), Err(b'A'));
-        assert_eq!(run(&request("BRKR01", "wrong", "OTHER", 1), true), Err(b'A'), "bad password always A");
-        assert_eq!(run(&request("BRKR01", "secret", "OTHER", 1), false), Err(b'S'));
+        assert_eq!(
+            run(&request("BRKR01", "wrong", "OTHER", 1), true),
+            Err(b'A'),
+            "bad password always A"
+        );
+        assert_eq!(
+            run(&request("BRKR01", "secret", "OTHER", 1), false),
+            Err(b'S')
+        );
         assert_eq!(run(&request("BRKR01", "secret", "", 1), true), Err(b'S'));
     }
 
     #[test]
     fn case_insensitive_credentials_and_second_account() {
         let ok = run(&request("brkr02", "SECRET", "BOURSE0001", 1), false).unwrap();
-        assert_eq!(ok, Admitted { account: AccountId(1), next_seq: 1 });
+        assert_eq!(
+            ok,
+            Admitted {
+                account: AccountId(1),
+                next_seq: 1
+            }
+        );
     }
 
     #[test]
     fn requested_sequence_rules() {
-        let seq = |n| run(&request("BRKR01", "secret", "", n), false).unwrap().next_seq;
+        let seq = |n| {
+            run(&request("BRKR01", "secret", "", n), false)
+                .unwrap()
+                .next_seq
+        };
         assert_eq!(seq(0), 11, "0 = next new message");
         assert_eq!(seq(1), 1);
         assert_eq!(seq(7), 7);

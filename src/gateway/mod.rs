@@ -26,9 +26,10 @@ const NS_PER_MS: u64 = 1_000_000;
 /// Reads per readable event before giving other connections a turn.
 const READS_PER_EVENT_MAX: u32 = 16;
 
-/// Where valid inbound OUCH messages go (the sequencer).
+/// Where valid inbound OUCH messages go (the sequencer): the bytes as received, to journal,
+/// and the decoded message, so nothing decodes twice.
 pub trait Intake {
-    fn submit(&mut self, account: AccountId, message: &[u8]);
+    fn submit(&mut self, account: AccountId, raw: &[u8], message: &Inbound);
 }
 
 pub struct Gateway {
@@ -102,7 +103,13 @@ impl Gateway {
     }
 
     /// Serve connections whose read budget ran out on their last event.
-    pub fn on_idle<I: Intake>(&mut self, registry: &Registry, now_ns: u64, streams: &[StreamReader], intake: &mut I) {
+    pub fn on_idle<I: Intake>(
+        &mut self,
+        registry: &Registry,
+        now_ns: u64,
+        streams: &[StreamReader],
+        intake: &mut I,
+    ) {
         let pending = self.read_again.len();
         for _ in 0..pending {
             let index = self.read_again.remove(0);
@@ -130,7 +137,9 @@ impl Gateway {
             };
             let _ = stream.set_nodelay(true);
             let token = Token(self.token_base + 1 + index);
-            if let Err(e) = registry.register(&mut stream, token, Interest::READABLE | Interest::WRITABLE) {
+            if let Err(e) =
+                registry.register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)
+            {
                 tracing::warn!(%peer, "gateway cannot register connection: {e}");
                 continue;
             }
@@ -147,7 +156,9 @@ impl Gateway {
         streams: &[StreamReader],
         intake: &mut I,
     ) {
-        let Some(mut conn) = self.conns[index].take() else { return };
+        let Some(mut conn) = self.conns[index].take() else {
+            return;
+        };
         let mut reason = None;
         if let Err(e) = conn.flush(now_ns) {
             reason = Some(format!("write failed: {e}"));
@@ -175,7 +186,13 @@ impl Gateway {
     }
 
     /// Put a connection back, or close it (with a log line) if it is done.
-    fn settle(&mut self, index: usize, mut conn: Connection, reason: Option<String>, registry: &Registry) {
+    fn settle(
+        &mut self,
+        index: usize,
+        mut conn: Connection,
+        reason: Option<String>,
+        registry: &Registry,
+    ) {
         let done = reason.is_some() || (conn.closing && conn.pending_bytes() == 0);
         if !done {
             self.conns[index] = Some(conn);
@@ -212,16 +229,19 @@ impl Gateway {
                     return Some(format!("packet {:?} before login", other.kind() as char));
                 }
                 (State::LoggedIn { session, .. }, Packet::UnsequencedData(payload)) => {
-                    if let Err(e) = Inbound::decode(payload) {
-                        return Some(format!("bad OUCH message: {e}"));
+                    match Inbound::decode(payload) {
+                        Ok(message) => intake.submit(session.account, payload, &message),
+                        Err(e) => return Some(format!("bad OUCH message: {e}")),
                     }
-                    intake.submit(session.account, payload);
                     None
                 }
                 (State::LoggedIn { .. }, Packet::ClientHeartbeat) => None,
                 (State::LoggedIn { .. }, Packet::LogoutRequest) => return Some("logout".into()),
                 (State::LoggedIn { .. }, other) => {
-                    return Some(format!("unexpected packet {:?} after login", other.kind() as char));
+                    return Some(format!(
+                        "unexpected packet {:?} after login",
+                        other.kind() as char
+                    ));
                 }
             };
             if let Some(request) = login {
@@ -234,16 +254,33 @@ impl Gateway {
         None
     }
 
-    fn login(&mut self, conn: &mut Connection, index: usize, request: &soupbin::LoginRequest, streams: &[StreamReader]) {
+    fn login(
+        &mut self,
+        conn: &mut Connection,
+        index: usize,
+        request: &soupbin::LoginRequest,
+        streams: &[StreamReader],
+    ) {
         let live = &self.live;
-        let decision = decide(request, &self.accounts, self.session, |a| streams[a.0 as usize].len(), |a| {
-            live[a.0 as usize].is_some()
-        });
+        let decision = decide(
+            request,
+            &self.accounts,
+            self.session,
+            |a| streams[a.0 as usize].len(),
+            |a| live[a.0 as usize].is_some(),
+        );
         match decision {
             Ok(admitted) => {
                 self.live[admitted.account.0 as usize] = Some(index);
-                conn.state = State::LoggedIn { session: admitted, next_seq: admitted.next_seq, caught_up: false };
-                let accepted = Packet::LoginAccepted { session: self.session, sequence: admitted.next_seq };
+                conn.state = State::LoggedIn {
+                    session: admitted,
+                    next_seq: admitted.next_seq,
+                    caught_up: false,
+                };
+                let accepted = Packet::LoginAccepted {
+                    session: self.session,
+                    sequence: admitted.next_seq,
+                };
                 conn.queue(accepted.encoded_len(), |buf| accepted.encode(buf));
                 tracing::info!(peer = %conn.peer, account = admitted.account.0, next_seq = admitted.next_seq, "gateway login accepted");
             }
@@ -260,7 +297,9 @@ impl Gateway {
     /// so a reply never leaves before its input is durable). Disconnects slow readers.
     pub fn pump(&mut self, streams: &[StreamReader], registry: &Registry, now_ns: u64) {
         for index in 0..self.conns.len() {
-            let Some(mut conn) = self.conns[index].take() else { continue };
+            let Some(mut conn) = self.conns[index].take() else {
+                continue;
+            };
             let mut reason = None;
             if let State::LoggedIn { session, .. } = conn.state {
                 let stream = &streams[session.account.0 as usize];
@@ -277,14 +316,23 @@ impl Gateway {
 
     /// A live (caught-up) session that falls further behind than its buffer bound is cut.
     fn check_lag(&self, conn: &Connection, stream: &StreamReader) -> Option<String> {
-        let State::LoggedIn { next_seq, caught_up: true, .. } = conn.state else { return None };
+        let State::LoggedIn {
+            next_seq,
+            caught_up: true,
+            ..
+        } = conn.state
+        else {
+            return None;
+        };
         let behind = conn.pending_bytes() as u64 + stream.bytes_from(next_seq);
         (behind > u64::from(self.cfg.outbound_buffer_bytes))
             .then(|| format!("slow reader: {behind} bytes behind"))
     }
 
     fn end_session_if_done(&self, conn: &mut Connection, stream: &StreamReader, now_ns: u64) {
-        let State::LoggedIn { next_seq, .. } = conn.state else { return };
+        let State::LoggedIn { next_seq, .. } = conn.state else {
+            return;
+        };
         if !self.ended || conn.closing || next_seq <= stream.len() {
             return;
         }
@@ -298,7 +346,9 @@ impl Gateway {
     /// Heartbeats and timeouts (DESIGN.md 6).
     pub fn on_timer(&mut self, registry: &Registry, now_ns: u64) {
         for index in 0..self.conns.len() {
-            let Some(mut conn) = self.conns[index].take() else { continue };
+            let Some(mut conn) = self.conns[index].take() else {
+                continue;
+            };
             let reason = self.timer_check(&mut conn, now_ns);
             self.settle(index, conn, reason, registry);
         }
@@ -338,7 +388,9 @@ impl Gateway {
     /// Clean shutdown: End of Session to every logged-in session, best-effort flush, close.
     pub fn shutdown(&mut self, registry: &Registry, now_ns: u64) {
         for index in 0..self.conns.len() {
-            let Some(mut conn) = self.conns[index].take() else { continue };
+            let Some(mut conn) = self.conns[index].take() else {
+                continue;
+            };
             if matches!(conn.state, State::LoggedIn { .. }) {
                 let end = Packet::EndOfSession;
                 conn.queue(end.encoded_len(), |buf| end.encode(buf));

@@ -1,0 +1,262 @@
+//! `bourse run`: the compact layout — gateway I/O, sequencing (journal), matching and
+//! publishing on one thread, journal first, with group commit at the end of each batch of
+//! ready inputs. The re-request and snapshot servers run on their own threads.
+
+pub mod admin;
+pub mod engine;
+
+use crate::config::{Config, WaitStrategy};
+use crate::exchange::{Admin, Outcome};
+use crate::gateway::Gateway;
+use crate::sequencer::SystemClock;
+use crate::types::Locate;
+use crate::wire::ascii::SessionId;
+use admin::{AdminServer, Request};
+use engine::{Engine, FeedOut};
+use mio::{Events, Poll, Token};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const GATEWAY_TOKENS: usize = 0;
+const ADMIN_TOKENS: usize = 1 << 20;
+/// Heartbeats and timeouts are checked this often.
+const TIMER_INTERVAL_NS: u64 = 10_000_000;
+/// Longest sleep in `park` mode: bounds how late a stop request or a timer is noticed.
+const PARK_TIMEOUT: Duration = Duration::from_millis(5);
+
+/// Where the running daemon listens (ports resolved when the config says 0).
+#[derive(Clone, Debug)]
+pub struct Listening {
+    pub gateway: SocketAddr,
+    pub admin: SocketAddr,
+}
+
+impl std::fmt::Display for Listening {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "listening gateway={} admin={}", self.gateway, self.admin)
+    }
+}
+
+pub struct Daemon<F: FeedOut> {
+    poll: Poll,
+    engine: Engine<SystemClock, F>,
+    gateway: Gateway,
+    admin: AdminServer,
+    config: Config,
+    started: Instant,
+    stop: Arc<AtomicBool>,
+    day_end_handled: bool,
+}
+
+impl<F: FeedOut> Daemon<F> {
+    /// Recover the journal and bind every listener. Nothing is accepted before recovery ends.
+    pub fn start(config: Config, feed: F, stop: Arc<AtomicBool>) -> Result<Self, String> {
+        let bar = progress_bar();
+        let engine = Engine::recover(&config, SystemClock, feed, |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        })?;
+        bar.finish_and_clear();
+        let r = &engine.recovery;
+        tracing::info!(
+            records = r.records,
+            last_seq = r.last_seq,
+            segments = r.segments,
+            "journal recovered"
+        );
+        let poll = Poll::new().map_err(|e| format!("cannot create the event poller: {e}"))?;
+        let session =
+            SessionId::new(&engine.header.gateway_session).ok_or("bad gateway session")?;
+        let gateway = Gateway::bind(
+            &config.gateway,
+            &config.accounts,
+            session,
+            poll.registry(),
+            GATEWAY_TOKENS,
+        )
+        .map_err(|e| {
+            format!(
+                "cannot listen for order entry on {}: {e}",
+                config.gateway.listen
+            )
+        })?;
+        let admin = AdminServer::bind(config.admin.listen, poll.registry(), ADMIN_TOKENS)
+            .map_err(|e| format!("cannot listen for admin on {}: {e}", config.admin.listen))?;
+        Ok(Daemon {
+            poll,
+            engine,
+            gateway,
+            admin,
+            config,
+            started: Instant::now(),
+            stop,
+            day_end_handled: false,
+        })
+    }
+
+    pub fn listening(&self) -> Listening {
+        Listening {
+            gateway: self.gateway.local_addr().expect("bound"),
+            admin: self.admin.local_addr().expect("bound"),
+        }
+    }
+
+    pub fn engine(&self) -> &Engine<SystemClock, F> {
+        &self.engine
+    }
+
+    pub fn engine_mut(&mut self) -> &mut Engine<SystemClock, F> {
+        &mut self.engine
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+
+    /// Run until stopped (signal or fatal error). Returns the fatal error, if any.
+    pub fn run(&mut self) -> Result<(), String> {
+        let streams = self.engine.ouch_streams().to_vec();
+        let mut events = Events::with_capacity(1024);
+        let mut last_timer_ns = 0u64;
+        while !self.stop.load(Ordering::Relaxed) {
+            let timeout = self.poll_timeout();
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout))
+                && e.kind() != std::io::ErrorKind::Interrupted
+            {
+                return Err(format!("event poll failed: {e}"));
+            }
+            let now = self.now_ns();
+            self.engine.set_now(now);
+            for event in events.iter() {
+                self.dispatch(event.token(), now, &streams);
+            }
+            let registry = self.poll.registry();
+            self.gateway
+                .on_idle(registry, now, &streams, &mut self.engine);
+            self.engine.tick_if_due();
+            self.engine.end_batch(now);
+            self.gateway.pump(&streams, registry, now);
+            if now.saturating_sub(last_timer_ns) >= TIMER_INTERVAL_NS {
+                last_timer_ns = now;
+                self.gateway.on_timer(registry, now);
+                self.engine.outputs.feed.poll_timers(now);
+            }
+            self.after_day_end(now);
+            if let Some(fatal) = self.engine.fatal.clone() {
+                self.shutdown();
+                return Err(fatal);
+            }
+        }
+        self.shutdown();
+        Ok(())
+    }
+
+    fn poll_timeout(&self) -> Duration {
+        if self.gateway.has_pending_reads() {
+            return Duration::ZERO;
+        }
+        match self.config.engine.wait {
+            WaitStrategy::Spin => Duration::ZERO,
+            WaitStrategy::Yield => {
+                std::thread::yield_now();
+                Duration::ZERO
+            }
+            WaitStrategy::Park => PARK_TIMEOUT,
+        }
+    }
+
+    fn dispatch(&mut self, token: Token, now: u64, streams: &[crate::stream::StreamReader]) {
+        let registry = self.poll.registry();
+        if self.gateway.owns(token) {
+            self.gateway
+                .on_event(token, registry, now, streams, &mut self.engine);
+        } else if self.admin.owns(token)
+            && let Some((index, request)) = self.admin.on_event(token, registry)
+        {
+            let answer = match request {
+                Ok(request) => self.execute(&request),
+                Err(e) => format!("error {e}"),
+            };
+            self.admin.respond(index, self.poll.registry(), &answer);
+        }
+    }
+
+    fn execute(&mut self, request: &Request) -> String {
+        let locate = |symbol: &str| self.engine.header.venue.locate_of(symbol);
+        let admin = match request {
+            Request::Status => return self.status(),
+            Request::EndOfDay => Admin::EndOfDay,
+            Request::Halt(s) | Request::Resume(s) => {
+                let Some(Locate(l)) = locate(s) else {
+                    return format!("error unknown symbol {s}");
+                };
+                if matches!(request, Request::Halt(_)) {
+                    Admin::Halt(Locate(l))
+                } else {
+                    Admin::Resume(Locate(l))
+                }
+            }
+        };
+        match self.engine.admin(admin) {
+            Some(Outcome::Applied) => format!("ok {}", request.line()),
+            Some(Outcome::AdminRefused(why)) => format!("error {why}"),
+            Some(Outcome::Ignored(why)) => format!("error {why}"),
+            None => "error the venue is stopping".into(),
+        }
+    }
+
+    fn status(&self) -> String {
+        let e = &self.engine.exchange;
+        format!(
+            "ok seq={} resting={} order_refs={} matches={} itch={} sessions={}",
+            e.last_seq(),
+            e.resting_orders(),
+            e.order_refs_used(),
+            e.matches_used(),
+            self.engine.itch_stream().len(),
+            self.gateway.connected_sessions()
+        )
+    }
+
+    fn after_day_end(&mut self, now: u64) {
+        if self.engine.outputs.day_ended && !self.day_end_handled {
+            self.day_end_handled = true;
+            self.gateway.end_of_day();
+            self.engine.outputs.feed.end_of_session(now);
+            tracing::info!("end of day: sessions end once they have every message");
+        }
+    }
+
+    fn shutdown(&mut self) {
+        let now = self.now_ns();
+        self.engine.end_batch(now);
+        let streams = self.engine.ouch_streams().to_vec();
+        self.gateway.pump(&streams, self.poll.registry(), now);
+        self.gateway.shutdown(self.poll.registry(), now);
+        tracing::info!(last_seq = self.engine.exchange.last_seq(), "bourse stopped");
+    }
+}
+
+fn progress_bar() -> indicatif::ProgressBar {
+    let bar =
+        indicatif::ProgressBar::with_draw_target(Some(0), indicatif::ProgressDrawTarget::stderr());
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "recovering journal {bar:40} {pos}/{len} records ({per_sec}, eta {eta})",
+        )
+        .expect("template"),
+    );
+    bar
+}
+
+/// Install SIGINT/SIGTERM handlers that set the returned flag.
+pub fn stop_on_signals() -> Result<Arc<AtomicBool>, String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone())
+            .map_err(|e| format!("cannot install signal handler: {e}"))?;
+    }
+    Ok(stop)
+}

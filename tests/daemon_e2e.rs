@@ -1,0 +1,261 @@
+//! End-to-end: the real daemon over real sockets, checked against offline replay.
+
+mod common;
+
+use bourse::client::{OuchClient, Received};
+use bourse::daemon::admin::{self, Request};
+use bourse::replay::StreamHasher;
+use bourse::types::{Alpha, Firm, Price, Shares};
+use bourse::wire::ouch::{CancelOrder, EnterOrder, Inbound, Outbound};
+use common::{TIMEOUT, Venue, bourse, config_text};
+use std::time::Duration;
+
+fn enter(token: &str, side: u8, shares: u32, symbol: &str, price: u32) -> Inbound {
+    Inbound::Enter(EnterOrder {
+        token: Alpha::from_str_padded(token).unwrap(),
+        side,
+        shares: Shares(shares),
+        stock: Alpha::from_str_padded(symbol).unwrap(),
+        price: Price(price),
+        tif: 99_999,
+        firm: Firm::SPACES,
+        display: b'Y',
+        capacity: b'A',
+        intermarket_sweep: b'N',
+        min_qty: Shares(0),
+        cross_type: b'N',
+        customer_type: b' ',
+    })
+}
+
+fn login(venue: &Venue, user: &str, password: &str, seq: u64) -> OuchClient {
+    OuchClient::login(venue.gateway, user, password, "", seq, TIMEOUT).expect("login")
+}
+
+fn kinds(messages: &[(u64, Outbound)]) -> String {
+    messages.iter().map(|(_, m)| m.kind() as char).collect()
+}
+
+/// SHA-256 of received messages in replay's framing.
+fn digest(messages: &[(u64, Outbound)]) -> String {
+    let mut h = StreamHasher::default();
+    for (_, m) in messages {
+        let mut buf = [0u8; 96];
+        let n = m.encode(&mut buf);
+        h.add(&buf[..n]);
+    }
+    h.digest().to_string()
+}
+
+fn replay_line(out: &str, prefix: &str) -> String {
+    out.lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix:?} in {out}"))
+        .to_string()
+}
+
+#[test]
+fn accounts_trade_and_every_reply_equals_offline_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path(), &config_text(dir.path(), ""));
+    let mut alice = login(&venue, "alice", "ALICEPW", 1);
+    let mut bob = login(&venue, "BOB", "bobpw", 1);
+    assert_eq!(alice.next_seq, 1);
+    alice
+        .send(&enter("S1", b'S', 100, "AAPL", 100_000))
+        .unwrap();
+    alice
+        .send(&enter("S2", b'S', 100, "AAPL", 100_100))
+        .unwrap();
+    let a = alice.recv_messages(3, TIMEOUT).unwrap();
+    assert_eq!(kinds(&a), "SAA", "start of day, then two accepts");
+    bob.send(&enter("B1", b'B', 150, "AAPL", 100_100)).unwrap();
+    let b = bob.recv_messages(4, TIMEOUT).unwrap();
+    assert_eq!(kinds(&b), "SAEE");
+    let Outbound::Executed(e) = b[3].1 else {
+        panic!()
+    };
+    assert_eq!(
+        (e.shares, e.price, e.match_number.0),
+        (Shares(50), Price(100_100), 2)
+    );
+    let mut a2 = alice.recv_messages(2, TIMEOUT).unwrap();
+    assert_eq!(kinds(&a2), "EE");
+    alice
+        .send(&Inbound::Cancel(CancelOrder {
+            token: Alpha::from_str_padded("S2").unwrap(),
+            shares: Shares(0),
+        }))
+        .unwrap();
+    a2.extend(alice.recv_messages(1, TIMEOUT).unwrap());
+    assert_eq!(kinds(&a2), "EEC");
+    let alice_all: Vec<_> = a.into_iter().chain(a2).collect();
+
+    assert!(venue.stop().success(), "clean shutdown on SIGTERM");
+    let (ok, out) = bourse(&[
+        "replay",
+        "--journal",
+        dir.path().join("journal").to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}");
+    assert!(
+        replay_line(&out, "ouch ALICE").ends_with(&digest(&alice_all)),
+        "{out}"
+    );
+    assert!(
+        replay_line(&out, "ouch BOB").ends_with(&digest(&b)),
+        "{out}"
+    );
+    assert!(
+        replay_line(&out, "order refs").starts_with("order refs 3 matches 2"),
+        "{out}"
+    );
+}
+
+#[test]
+fn relogin_from_one_replays_the_identical_stream_and_zero_means_new_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path(), &config_text(dir.path(), ""));
+    let mut carol = login(&venue, "CAROL", "carolpw", 1);
+    for i in 0..5 {
+        carol
+            .send(&enter(&format!("T{i}"), b'B', 10 + i, "MSFT", 50_000))
+            .unwrap();
+    }
+    let first = carol.recv_messages(6, TIMEOUT).unwrap();
+    assert_eq!(kinds(&first), "SAAAAA");
+    carol.logout().unwrap();
+    assert!(matches!(
+        carol.recv(TIMEOUT).unwrap(),
+        Some(Received::Closed)
+    ));
+
+    let mut again = login(&venue, "CAROL", "carolpw", 1);
+    assert_eq!(again.recv_messages(6, TIMEOUT).unwrap(), first);
+    drop(again);
+    // The old connection may still be closing; retry the one-connection rule briefly.
+    let mut later = None;
+    for _ in 0..50 {
+        match OuchClient::login(venue.gateway, "CAROL", "carolpw", "TEST000001", 4, TIMEOUT) {
+            Ok(c) => {
+                later = Some(c);
+                break;
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    let mut later = later.expect("re-login");
+    assert_eq!(
+        later.recv_messages(3, TIMEOUT).unwrap(),
+        first[3..].to_vec()
+    );
+    drop(later);
+    std::thread::sleep(Duration::from_millis(100));
+    let mut fresh = login(&venue, "CAROL", "carolpw", 0);
+    assert_eq!(fresh.next_seq, 7, "0 = next new message");
+    assert!(
+        fresh
+            .recv_messages(1, Duration::from_millis(300))
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn login_rules_bad_password_wrong_session_second_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path(), &config_text(dir.path(), ""));
+    let reject =
+        |user, pw, session| match OuchClient::login(venue.gateway, user, pw, session, 1, TIMEOUT) {
+            Err(bourse::client::LoginError::Rejected(r)) => r,
+            other => panic!("expected a rejection, got {:?}", other.map(|c| c.next_seq)),
+        };
+    assert_eq!(reject("ALICE", "nope", ""), b'A');
+    assert_eq!(reject("NOBODY", "x", ""), b'A');
+    assert_eq!(reject("ALICE", "alicepw", "OTHER"), b'S');
+    let _alice = login(&venue, "ALICE", "alicepw", 1);
+    assert_eq!(reject("ALICE", "alicepw", ""), b'S');
+    assert_eq!(
+        reject("ALICE", "bad", ""),
+        b'A',
+        "credentials are checked first"
+    );
+}
+
+#[test]
+fn bad_bytes_close_only_that_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path(), &config_text(dir.path(), ""));
+    let mut good = login(&venue, "ALICE", "alicepw", 1);
+    assert_eq!(kinds(&good.recv_messages(1, TIMEOUT).unwrap()), "S");
+    let bad_inputs: Vec<(&str, Vec<u8>)> = vec![
+        ("unknown OUCH type", vec![0, 3, b'U', b'Q', 0]),
+        ("wrong OUCH length", vec![0, 4, b'U', b'X', 0, 0]),
+        ("unknown packet type", vec![0, 1, b'?']),
+        ("zero length", vec![0, 0]),
+        ("oversized length", vec![0x04, 0x01, b'+']),
+        ("server packet from client", vec![0, 1, b'H']),
+    ];
+    for (what, bytes) in bad_inputs {
+        let mut bob = login(&venue, "BOB", "bobpw", 0);
+        bob.send_bytes(&bytes).unwrap();
+        let mut closed = false;
+        for _ in 0..20 {
+            match bob.recv(TIMEOUT) {
+                Ok(Some(Received::Closed)) | Err(_) => {
+                    closed = true;
+                    break;
+                }
+                Ok(Some(Received::Heartbeat)) => {}
+                other => panic!("{what}: {other:?}"),
+            }
+        }
+        assert!(closed, "{what} must close the connection");
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    // Data before login: a raw connection that sends U first is dropped.
+    let mut raw = std::net::TcpStream::connect(venue.gateway).unwrap();
+    std::io::Write::write_all(&mut raw, &[0, 2, b'U', b'O']).unwrap();
+    raw.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut buf = [0u8; 16];
+    assert_eq!(std::io::Read::read(&mut raw, &mut buf).unwrap_or(0), 0);
+    // The good session still trades.
+    good.send(&enter("G1", b'B', 100, "AAPL", 100_000)).unwrap();
+    assert_eq!(kinds(&good.recv_messages(1, TIMEOUT).unwrap()), "A");
+}
+
+#[test]
+fn admin_halt_resume_and_end_of_day() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path(), &config_text(dir.path(), ""));
+    let mut alice = login(&venue, "ALICE", "alicepw", 1);
+    alice
+        .send(&enter("R1", b'B', 100, "AAPL", 100_000))
+        .unwrap();
+    assert_eq!(kinds(&alice.recv_messages(2, TIMEOUT).unwrap()), "SA");
+    let ask = |r: Request| admin::send(venue.admin, &r, TIMEOUT).unwrap();
+    assert_eq!(ask(Request::Halt("AAPL".into())), "ok halt AAPL");
+    assert!(ask(Request::Halt("AAPL".into())).starts_with("error"));
+    assert!(ask(Request::Halt("NOPE".into())).starts_with("error unknown symbol"));
+    alice
+        .send(&enter("R2", b'B', 100, "AAPL", 100_000))
+        .unwrap();
+    let m = alice.recv_messages(1, TIMEOUT).unwrap();
+    let Outbound::Rejected(j) = m[0].1 else {
+        panic!("{m:?}")
+    };
+    assert_eq!(j.reason, b'H');
+    assert_eq!(ask(Request::Resume("AAPL".into())), "ok resume AAPL");
+    assert!(ask(Request::Status).starts_with("ok seq="));
+    assert_eq!(ask(Request::EndOfDay), "ok end-of-day");
+    let m = alice.recv_messages(2, TIMEOUT).unwrap();
+    assert_eq!(kinds(&m), "CS");
+    let Outbound::Canceled(c) = m[0].1 else {
+        panic!()
+    };
+    assert_eq!(c.reason, b'E');
+    assert!(matches!(
+        alice.recv(TIMEOUT).unwrap(),
+        Some(Received::EndOfSession)
+    ));
+}
