@@ -259,3 +259,47 @@ fn admin_halt_resume_and_end_of_day() {
         Some(Received::EndOfSession)
     ));
 }
+
+#[test]
+fn kill9_then_restart_replays_the_same_streams_and_continues_numbering() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(dir.path(), "");
+    let venue = Venue::start(dir.path(), &text);
+    let mut alice = login(&venue, "ALICE", "alicepw", 1);
+    let mut bob = login(&venue, "BOB", "bobpw", 1);
+    alice
+        .send(&enter("K1", b'S', 100, "AAPL", 100_000))
+        .unwrap();
+    assert_eq!(kinds(&alice.recv_messages(2, TIMEOUT).unwrap()), "SA");
+    bob.send(&enter("K2", b'B', 40, "AAPL", 100_000)).unwrap();
+    let before = bob.recv_messages(3, TIMEOUT).unwrap();
+    assert_eq!(kinds(&before), "SAE");
+    let alice_before = {
+        let mut again = alice;
+        again.recv_messages(1, TIMEOUT).unwrap()
+    };
+    assert_eq!(kinds(&alice_before), "E");
+    venue.kill9();
+
+    let venue = Venue::start(dir.path(), &text);
+    let mut bob = login(&venue, "BOB", "bobpw", 1);
+    assert_eq!(
+        bob.recv_messages(3, TIMEOUT).unwrap(),
+        before,
+        "re-login replays the same stream"
+    );
+    bob.send(&enter("K3", b'B', 60, "AAPL", 100_000)).unwrap();
+    bob.send(&enter("K2", b'B', 60, "AAPL", 100_000)).unwrap();
+    let after = bob.recv_messages(2, TIMEOUT).unwrap();
+    assert_eq!(
+        kinds(&after),
+        "AE",
+        "the duplicate token K2 is still known after the restart"
+    );
+    let (Outbound::Accepted(a), Outbound::Executed(e)) = (after[0].1, after[1].1) else {
+        panic!()
+    };
+    assert_eq!(a.order_ref.0, 3, "order refs continue without a gap");
+    assert_eq!(e.match_number.0, 2, "match numbers continue without a gap");
+    assert_eq!(after[0].0, 4, "SoupBinTCP numbering continues");
+}
