@@ -107,9 +107,31 @@ pub struct ReplayReport {
     pub order_refs: u64,
     pub matches: u64,
     pub seconds: f64,
+    /// A torn last record the replay stopped before (a crashed writer's partial append).
+    pub torn_tail: Option<crate::journal::TornTail>,
 }
 
 impl ReplayReport {
+    /// Everything the replay computed except timing: what `replay-logs/*/expected.txt` holds.
+    pub fn digest_lines(&self) -> Vec<String> {
+        let mut lines = vec![
+            format!("inputs {} last_seq {}", self.inputs, self.last_seq),
+            format!("order_refs {} matches {}", self.order_refs, self.matches),
+            format!(
+                "itch {} messages sha256 {}",
+                self.itch_messages, self.itch_digest
+            ),
+        ];
+        for (user, messages, digest) in &self.ouch {
+            lines.push(format!("ouch {user} {messages} messages sha256 {digest}"));
+        }
+        lines.push(format!("state {}", self.state_digest));
+        if let Some(t) = &self.torn_tail {
+            lines.push(format!("torn_tail {} bytes ({})", t.cut_bytes, t.reason));
+        }
+        lines
+    }
+
     pub fn inputs_per_second(&self) -> f64 {
         if self.seconds > 0.0 {
             self.inputs as f64 / self.seconds
@@ -192,6 +214,8 @@ pub fn replay(
     mut progress: impl FnMut(u64),
 ) -> Result<ReplayReport, ReplayError> {
     let started = std::time::Instant::now();
+    // Read-only check first: refuses corruption and gaps, finds the end of the valid prefix.
+    let verified = crate::journal::verify(dir)?;
     let mut reader = JournalReader::open(dir, 1)?;
     let (header, timestamp) = read_header(&mut reader)?;
     let mut exchange = Exchange::new(header.venue.clone()).map_err(|e| ReplayError::Record {
@@ -208,7 +232,8 @@ pub fn replay(
         &mut sink,
     )?;
     let mut inputs = 1u64;
-    while let Some(r) = reader.next()? {
+    while inputs < verified.last_seq {
+        let Some(r) = reader.next()? else { break };
         apply_record(
             &mut exchange,
             r.seq,
@@ -242,6 +267,7 @@ pub fn replay(
         order_refs: exchange.order_refs_used(),
         matches: exchange.matches_used(),
         seconds: started.elapsed().as_secs_f64(),
+        torn_tail: verified.torn_tail,
         header,
     })
 }

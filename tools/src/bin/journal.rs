@@ -1,0 +1,217 @@
+//! bourse-journal: inspect a journal (verify, dump, stats) and regenerate `replay-logs/`.
+
+use bourse::exchange::Command as Cmd;
+use bourse::journal::{JournalReader, verify};
+use bourse::replay;
+use bourse::sequencer::record::{
+    self, DayHeader, KIND_ADMIN, KIND_OUCH, KIND_START_OF_DAY, KIND_TICK,
+};
+use bourse_tools::{samples, show};
+use clap::{Parser, Subcommand};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "bourse-journal",
+    about = "Inspect a bourse journal: verify, dump records, statistics"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check every header and record; report a torn tail without changing anything.
+    Verify { dir: PathBuf },
+    /// Print records human-readably (OUCH decoded).
+    Dump {
+        dir: PathBuf,
+        /// First sequence number to print.
+        #[arg(long, default_value_t = 1)]
+        from: u64,
+        /// Records to print at most.
+        #[arg(long, default_value_t = 100)]
+        count: u64,
+    },
+    /// Counts by record kind, OUCH message type and account; time span and rate.
+    Stats { dir: PathBuf },
+    /// Regenerate the recorded days of `replay-logs/` into OUT (see replay-logs/README.md).
+    RecordSamples { out: PathBuf },
+}
+
+fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Verify { dir } => verify_command(&dir),
+        Command::Dump { dir, from, count } => dump(&dir, from, count),
+        Command::Stats { dir } => stats(&dir),
+        Command::RecordSamples { out } => record_samples(&out),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bourse-journal: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn verify_command(dir: &Path) -> Result<(), String> {
+    let r = verify(dir).map_err(|e| e.to_string())?;
+    println!(
+        "segments {} records {} last_seq {} data_bytes {}",
+        r.segments, r.records, r.last_seq, r.data_bytes
+    );
+    println!("last timestamp {}", clock(r.last_timestamp.0));
+    match &r.torn_tail {
+        Some(t) => println!(
+            "torn tail: {} at offset {} ({} bytes, {}); a writer would cut it",
+            t.path.display(),
+            t.offset_bytes,
+            t.cut_bytes,
+            t.reason
+        ),
+        None => println!("no torn tail"),
+    }
+    Ok(())
+}
+
+/// HH:MM:SS.nnnnnnnnn since the journal's midnight.
+fn clock(ns: u64) -> String {
+    let s = ns / 1_000_000_000;
+    format!(
+        "{:02}:{:02}:{:02}.{:09}",
+        s / 3600,
+        s / 60 % 60,
+        s % 60,
+        ns % 1_000_000_000
+    )
+}
+
+fn describe(kind: u8, payload: &[u8]) -> String {
+    if kind == KIND_START_OF_DAY {
+        return match DayHeader::decode(payload) {
+            Ok(h) => format!(
+                "start of day: format {}, session {}, feed {}, {} symbols, {} accounts",
+                h.format,
+                h.gateway_session,
+                h.feed_session,
+                h.venue.symbols.len(),
+                h.venue.accounts.len()
+            ),
+            Err(e) => format!("start of day (unreadable: {e})"),
+        };
+    }
+    match record::decode(kind, payload) {
+        Ok(Cmd::Ouch { account, message }) => {
+            format!("account {}: {}", account.0, show::inbound(&message))
+        }
+        Ok(Cmd::Admin(a)) => format!("admin {a:?}"),
+        Ok(Cmd::Tick) => "tick".into(),
+        Ok(Cmd::StartOfDay) => "start of day".into(),
+        Err(e) => format!("undecodable: {e}"),
+    }
+}
+
+fn dump(dir: &Path, from: u64, count: u64) -> Result<(), String> {
+    let mut reader = JournalReader::open(dir, from.max(1)).map_err(|e| e.to_string())?;
+    for _ in 0..count {
+        let Some(r) = reader.next().map_err(|e| e.to_string())? else {
+            break;
+        };
+        println!(
+            "{:>10} {} {}",
+            r.seq,
+            clock(r.timestamp.0),
+            describe(r.kind, r.payload)
+        );
+    }
+    Ok(())
+}
+
+fn stats(dir: &Path) -> Result<(), String> {
+    let report = verify(dir).map_err(|e| e.to_string())?;
+    let mut reader = JournalReader::open(dir, 1).map_err(|e| e.to_string())?;
+    let mut kinds: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut ouch: BTreeMap<char, u64> = BTreeMap::new();
+    let mut accounts: BTreeMap<u16, u64> = BTreeMap::new();
+    let (mut first_ts, mut last_ts, mut bytes) = (None, 0u64, 0u64);
+    for _ in 0..report.last_seq {
+        let Some(r) = reader.next().map_err(|e| e.to_string())? else {
+            break;
+        };
+        first_ts.get_or_insert(r.timestamp.0);
+        last_ts = r.timestamp.0;
+        bytes += r.payload.len() as u64;
+        let name = match r.kind {
+            KIND_START_OF_DAY => "start of day",
+            KIND_OUCH => "ouch",
+            KIND_ADMIN => "admin",
+            KIND_TICK => "tick",
+            _ => "unknown",
+        };
+        *kinds.entry(name).or_default() += 1;
+        if r.kind == KIND_OUCH && r.payload.len() > 2 {
+            *ouch.entry(r.payload[2] as char).or_default() += 1;
+            *accounts
+                .entry(u16::from_be_bytes([r.payload[0], r.payload[1]]))
+                .or_default() += 1;
+        }
+    }
+    println!(
+        "records {} payload bytes {} data bytes {} segments {}",
+        report.records, bytes, report.data_bytes, report.segments
+    );
+    let span_ns = last_ts.saturating_sub(first_ts.unwrap_or(0));
+    let rate = if span_ns > 0 {
+        report.records as f64 / (span_ns as f64 / 1e9)
+    } else {
+        0.0
+    };
+    println!(
+        "from {} to {} ({:.3} s, {:.0} records/s)",
+        clock(first_ts.unwrap_or(0)),
+        clock(last_ts),
+        span_ns as f64 / 1e9,
+        rate
+    );
+    kinds.iter().for_each(|(k, n)| println!("kind {k}: {n}"));
+    ouch.iter().for_each(|(k, n)| println!("ouch {k}: {n}"));
+    accounts
+        .iter()
+        .for_each(|(a, n)| println!("account {a}: {n}"));
+    Ok(())
+}
+
+fn record_samples(out: &Path) -> Result<(), String> {
+    let days = [
+        ("busy-day", samples::busy_day(0x5EED_2026, 20_000), false),
+        ("edge-cases", samples::edge_case_day(), false),
+        ("torn-tail", samples::busy_day(0x70A5_7A11, 500), true),
+    ];
+    for (name, day, tear) in days {
+        let dir = out.join(name);
+        let journal = dir.join("journal");
+        if journal.exists() {
+            return Err(format!(
+                "{} exists: remove it first (a format change is a version bump, never a silent rewrite)",
+                journal.display()
+            ));
+        }
+        samples::record(&day, &journal)?;
+        if tear {
+            samples::tear_last_record(&journal)?;
+        }
+        let report = replay::replay(&journal, None, |_| {}).map_err(|e| e.to_string())?;
+        let mut text = report.digest_lines().join("\n");
+        text.push('\n');
+        std::fs::write(dir.join("expected.txt"), &text).map_err(|e| e.to_string())?;
+        println!(
+            "{name}: {} inputs, {} ITCH messages",
+            report.inputs, report.itch_messages
+        );
+    }
+    Ok(())
+}
