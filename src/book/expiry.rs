@@ -3,8 +3,8 @@
 //! Buckets are intrusive doubly linked lists through the order slots, so adding, removing
 //! and expiring an order is O(1) and needs no memory beyond the slots. The wheel has a fixed
 //! number of one-second buckets; a deadline further away than one revolution shares a bucket
-//! with nearer ones and is simply skipped (it is checked against its exact deadline) until its
-//! time comes. Orders expire in (bucket second, insertion order): deterministic.
+//! with nearer ones and is skipped until the walk reaches its own second. Orders expire in
+//! (deadline second, insertion order): deterministic.
 
 use super::pool::{NIL, Pool};
 
@@ -75,21 +75,21 @@ impl Wheel {
         self.count -= 1;
     }
 
-    /// The first order due at `now_ms` in deterministic order (bucket second, then insertion),
-    /// as its slot index. The caller removes it (which unlinks it) before asking again.
+    /// The first order due at `now_ms` in deterministic order (deadline second, then
+    /// insertion), as its slot index. The caller removes it (which unlinks it) before asking
+    /// again.
+    ///
+    /// Seconds are walked one at a time from the first one not yet drained, and a bucket only
+    /// yields entries whose deadline second has been reached, so entries that share a bucket
+    /// from different revolutions still come out oldest first, however long the gap between
+    /// two calls. The walk is bounded by the seconds elapsed since the previous call.
     pub fn first_due<T: Copy + Default>(&mut self, pool: &Pool<T>, now_ms: u32) -> Option<u32> {
+        let now_second = now_ms / MS_PER_SECOND;
         if self.count == 0 {
-            self.next_second = now_ms / MS_PER_SECOND;
+            self.next_second = self.next_second.max(now_second);
             return None;
         }
-        // Drain whole seconds strictly before now; then scan the current second's bucket.
-        let now_second = now_ms / MS_PER_SECOND;
-        if now_second >= self.next_second.saturating_add(WHEEL_BUCKETS) {
-            // Idle for more than a revolution: one pass over every bucket covers them all.
-            self.next_second = now_second + 1 - WHEEL_BUCKETS;
-        }
-        let mut scanned = 0u32;
-        while self.next_second <= now_second && scanned <= WHEEL_BUCKETS {
+        while self.next_second <= now_second {
             if let Some(index) = self.due_in_bucket(pool, self.next_second, now_ms) {
                 return Some(index);
             }
@@ -97,7 +97,6 @@ impl Wheel {
                 break;
             }
             self.next_second += 1;
-            scanned += 1;
         }
         None
     }

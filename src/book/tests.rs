@@ -140,3 +140,33 @@ fn priority_iteration_order() {
     b.for_each_order(Side::Buy, |o| seen.push(*o.payload));
     assert_eq!(seen, vec![2, 3, 1]);
 }
+
+#[test]
+fn expiry_stays_oldest_first_across_a_gap_longer_than_the_wheel() {
+    let mut b = book();
+    // Deadline seconds 34 200 and 34 210 share no bucket, but a tick 4 096 s later used to
+    // scan from "now" around the wheel and meet the younger one first.
+    b.insert(Side::Buy, Price(100), 1, false, 34_200_500, 1);
+    b.insert(Side::Buy, Price(101), 1, false, 34_210_500, 2);
+    b.insert(Side::Buy, Price(102), 1, false, 34_200_900, 3);
+    let now = 38_296_000;
+    let order: Vec<u32> = std::iter::from_fn(|| b.expire_next(now).map(|r| r.payload)).collect();
+    assert_eq!(order, vec![1, 3, 2]);
+}
+
+#[test]
+fn expiry_entries_sharing_a_bucket_across_revolutions_wait_for_their_second() {
+    let mut b = book();
+    let revolution_ms = 4_096_000;
+    b.insert(Side::Buy, Price(100), 1, false, 5_000 + revolution_ms, 1);
+    b.insert(Side::Buy, Price(101), 1, false, 5_000, 2);
+    assert_eq!(b.expire_next(6_000).map(|r| r.payload), Some(2));
+    assert!(
+        b.expire_next(6_000).is_none(),
+        "the later revolution is not due"
+    );
+    assert_eq!(
+        b.expire_next(5_000 + revolution_ms).map(|r| r.payload),
+        Some(1)
+    );
+}
