@@ -20,7 +20,7 @@ pub fn fuzz_cases() -> u32 {
     std::env::var("BOURSE_WIRE_FUZZ_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(2_000)
+        .unwrap_or(4_096)
 }
 
 /// Case count of the round-trip properties (`BOURSE_WIRE_ROUNDTRIP_CASES`, default 512).

@@ -91,8 +91,47 @@ proptest! {
     }
 
     #[test]
+    fn moldudp64_request_heartbeat_and_end_of_session_round_trip(
+        session in arb::session(), sequence in any::<u64>(), count in any::<u16>(),
+    ) {
+        let mut buf = [0u8; 20];
+        let r = Request::new(session, sequence, count);
+        prop_assert_eq!(r.encode(&mut buf), 20);
+        prop_assert_eq!(Request::decode(&buf), Ok(r));
+        prop_assert_eq!(r.session_id(), session);
+        moldudp64::encode_heartbeat(&mut buf, session, sequence);
+        let p = moldudp64::Packet::decode(&buf).unwrap();
+        prop_assert_eq!((p.kind(), p.header.sequence), (moldudp64::PacketKind::Heartbeat, sequence));
+        moldudp64::encode_end_of_session(&mut buf, session, sequence);
+        let p = moldudp64::Packet::decode(&buf).unwrap();
+        prop_assert_eq!(p.kind(), moldudp64::PacketKind::EndOfSession);
+        prop_assert_eq!(p.messages().count(), 0);
+    }
+
+    #[test]
+    fn glimpse_end_of_snapshot_round_trips(sequence in any::<u64>()) {
+        let mut buf = [0u8; 21];
+        let e = EndOfSnapshot { sequence };
+        prop_assert_eq!(e.encode(&mut buf), 21);
+        prop_assert_eq!(EndOfSnapshot::decode(&buf), Ok(e));
+        prop_assert_eq!(SnapshotMessage::decode(&buf), Ok(SnapshotMessage::End(e)));
+    }
+}
+
+/// Packing many messages per case is slower to generate; a quarter of the cases suffice.
+fn packing_config() -> ProptestConfig {
+    ProptestConfig {
+        cases: roundtrip_cases() / 4,
+        ..config()
+    }
+}
+
+proptest! {
+    #![proptest_config(packing_config())]
+
+    #[test]
     fn moldudp64_packs_and_unpacks_every_message(
-        messages in proptest::collection::vec(arb::itch_message(Codes::Any), 1..200),
+        messages in proptest::collection::vec(arb::itch_message(Codes::Any), 1..120),
         first in 1u64..1_000_000,
         max_payload in 72usize..1500,
     ) {
@@ -124,32 +163,5 @@ proptest! {
             prop_assert_eq!(m, &messages[i]);
         }
         prop_assert_eq!(builder.next_sequence(), first + messages.len() as u64);
-    }
-
-    #[test]
-    fn moldudp64_request_heartbeat_and_end_of_session_round_trip(
-        session in arb::session(), sequence in any::<u64>(), count in any::<u16>(),
-    ) {
-        let mut buf = [0u8; 20];
-        let r = Request::new(session, sequence, count);
-        prop_assert_eq!(r.encode(&mut buf), 20);
-        prop_assert_eq!(Request::decode(&buf), Ok(r));
-        prop_assert_eq!(r.session_id(), session);
-        moldudp64::encode_heartbeat(&mut buf, session, sequence);
-        let p = moldudp64::Packet::decode(&buf).unwrap();
-        prop_assert_eq!((p.kind(), p.header.sequence), (moldudp64::PacketKind::Heartbeat, sequence));
-        moldudp64::encode_end_of_session(&mut buf, session, sequence);
-        let p = moldudp64::Packet::decode(&buf).unwrap();
-        prop_assert_eq!(p.kind(), moldudp64::PacketKind::EndOfSession);
-        prop_assert_eq!(p.messages().count(), 0);
-    }
-
-    #[test]
-    fn glimpse_end_of_snapshot_round_trips(sequence in any::<u64>()) {
-        let mut buf = [0u8; 21];
-        let e = EndOfSnapshot { sequence };
-        prop_assert_eq!(e.encode(&mut buf), 21);
-        prop_assert_eq!(EndOfSnapshot::decode(&buf), Ok(e));
-        prop_assert_eq!(SnapshotMessage::decode(&buf), Ok(SnapshotMessage::End(e)));
     }
 }
