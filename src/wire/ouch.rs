@@ -489,7 +489,10 @@ impl Outbound {
         }
         match self {
             Outbound::SystemEvent(m) => b[9] = m.event,
-            Outbound::Accepted(m) => encode_accepted_fields(b, &AcceptedFields::of_accepted(m)),
+            Outbound::Accepted(m) => {
+                encode_accepted_fields(b, &AcceptedFields::of_accepted(m));
+                b[65] = m.bbo_weight;
+            }
             Outbound::Replaced(m) => {
                 encode_accepted_fields(b, &AcceptedFields::of_replaced(m));
                 put_bytes(b, 65, &m.previous_token.0);

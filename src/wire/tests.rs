@@ -1,1 +1,0 @@
-//! Cross-module wire tests.
