@@ -463,6 +463,8 @@ fn tif() -> impl Strategy<Value = u32> {
         6 => Just(99_999u32),
         3 => Just(99_998u32),
         5 => 1..=20u32,
+        1 => 1..=99_997u32,
+        1 => prop::sample::select(vec![59u32, 60, 61, 255, 256, 257, 1023, 1024, 1025, 4095, 4096, 4097, 65535, 65536, 65537]),
         1 => 99_996..=100_001u32,
         1 => Just(u32::MAX),
     ]
@@ -606,6 +608,7 @@ fn dt() -> impl Strategy<Value = u64> {
         10 => 1..=1_000_000_000u64,
         3 => 1..=5_000u64,
         2 => 1_000_000_000..=30_000_000_000u64,
+        1 => 30_000_000_000..=20_000_000_000_000u64,
     ]
 }
 
@@ -865,6 +868,30 @@ fn named_tokens(inputs: &[Input]) -> Vec<(u16, Token)> {
     v
 }
 
+/// ENGINE BUG (see `engine_bug_expiry_order_after_a_long_gap`): when a Tick expires orders
+/// whose deadlines lie far apart, the engine does not emit them in (deadline second, insertion)
+/// order. While this is `true`, the outputs of a Tick are compared as a set of per-order
+/// (OUCH Canceled, ITCH Delete) groups so the property test can look for other bugs. Set it to
+/// `false` once the engine is fixed.
+const TOLERATE_EXPIRY_ORDER_BUG: bool = true;
+
+/// The outputs of a Tick cut into per-order groups (an OUCH Canceled and the ITCH messages
+/// after it), sorted.
+fn expiry_groups(v: &[Output]) -> Vec<String> {
+    let mut groups: Vec<String> = Vec::new();
+    for o in v {
+        match o {
+            Output::Ouch(..) => groups.push(show_output(o)),
+            Output::Itch(_) => match groups.last_mut() {
+                Some(g) => g.push_str(&show_output(o)),
+                None => groups.push(show_output(o)),
+            },
+        }
+    }
+    groups.sort();
+    groups
+}
+
 /// Run the engine and the model side by side; `Err` describes the first disagreement.
 fn compare(venue: &Venue, inputs: &[Input]) -> Result<Vec<Output>, String> {
     let mut engine = Exchange::new(venue.clone()).map_err(|e| e.to_string())?;
@@ -904,7 +931,12 @@ fn compare(venue: &Venue, inputs: &[Input]) -> Result<Vec<Output>, String> {
             }
             s
         };
-        if got != want {
+        let same = if TOLERATE_EXPIRY_ORDER_BUG && matches!(input.command, Command::Tick) {
+            expiry_groups(&got) == expiry_groups(&want)
+        } else {
+            got == want
+        };
+        if !same {
             let mut first = 0;
             while first < got.len().min(want.len()) && got[first] == want[first] {
                 first += 1;
@@ -1497,4 +1529,365 @@ fn coverage() {
     for (k, v) in tally {
         println!("{v:8} {k}");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Corner cases the random generator rarely reaches: checked engine == model
+// ---------------------------------------------------------------------------------------------
+
+fn market(side: u8, shares: u32) -> E {
+    e(side, shares, Price::MARKET.raw()).tif(0)
+}
+
+#[test]
+fn corner_ioc_replace_min_qty_above_exposure() {
+    // Chain 300, 200 executed: exposure 100; IOC replacement with min qty 150 (<= chain
+    // total, so valid) while 500 rest on the contra side: it can execute at most 100 < 150.
+    let mut s = Script::new();
+    s.enter(0, "a1", e(b'S', 300, P150))
+        .enter(1, "b1", e(b'B', 200, P150).tif(0))
+        .enter(2, "b2", e(b'B', 500, P150 - 100))
+        .replace(0, "a1", "a2", 300, P150 - 100, 0, b'Y', 150);
+    let out = s.check_last();
+    match ouch_of(&out[0]) {
+        Some((0, ouch::Outbound::Replaced(r))) => {
+            assert_eq!((r.shares.0, r.order_state), (100, b'D'))
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn corner_market_orders() {
+    let mut s = Script::new();
+    // Post-only market order with nothing resting, then with something resting: dead.
+    s.enter(0, "pm1", market(b'B', 100).display(b'P'));
+    s.check_last();
+    s.enter(1, "s1", e(b'S', 100, P150 + 200))
+        .enter(1, "s2", e(b'S', 100, P150 + 100).display(b'N'))
+        .enter(1, "s3", e(b'S', 50, P150 + 100).display(b'A'))
+        .enter(0, "pm2", market(b'B', 100).display(b'P'));
+    s.check_last();
+    // A market buy sweeps three orders over two levels (displayed before hidden), the rest is
+    // canceled I.
+    s.enter(0, "m1", market(b'B', 400));
+    let out = s.check_last();
+    assert!(matches!(
+        ouch_of(out.last().unwrap()),
+        Some((
+            0,
+            ouch::Outbound::Canceled(ouch::Canceled {
+                decrement: Shares(150),
+                reason: b'I',
+                ..
+            })
+        ))
+    ));
+    // Market order with a TIF is a price error; market replace with TIF 0 trades.
+    s.enter(0, "m2", e(b'B', 100, Price::MARKET.raw()));
+    s.check_last();
+    s.enter(1, "s4", e(b'S', 100, P150))
+        .enter(0, "b1", e(b'B', 100, P150 - 500))
+        .replace(0, "b1", "b2", 150, Price::MARKET.raw(), 0, b'Y', 0);
+    let out = s.check_last();
+    assert!(matches!(
+        ouch_of(out.last().unwrap()),
+        Some((
+            0,
+            ouch::Outbound::Canceled(ouch::Canceled {
+                decrement: Shares(50),
+                reason: b'I',
+                ..
+            })
+        ))
+    ));
+}
+
+#[test]
+fn corner_expiry_boundaries() {
+    // An order at t0 with TIF 1 expires at ceil((t0 + 1e9) / 1e6) ms: a Tick 1 ns before that
+    // millisecond does nothing, a Tick at it cancels.
+    let mut s = Script::new();
+    s.enter(0, "x", e(b'B', 100, P150).tif(1));
+    let t0 = s.inputs().last().unwrap().timestamp.0;
+    let deadline_ns = (t0 + 1_000_000_000).div_ceil(1_000_000) * 1_000_000;
+    let now = t0;
+    s.command(deadline_ns - 1 - now, Command::Tick);
+    assert!(s.check_last().is_empty());
+    s.command(1, Command::Tick);
+    assert_eq!(s.check_last().len(), 2);
+}
+
+#[test]
+fn corner_expiry_same_second_goes_by_insertion() {
+    // Both deadlines fall in the same second; the later-inserted one has the earlier deadline
+    // but the earlier-inserted goes first. Partially executed orders expire with their leaves.
+    let mut s = Script::new();
+    let t = s.inputs().last().unwrap().timestamp.0;
+    // Align to a whole second plus 100 ms.
+    let next_sec = (t / 1_000_000_000 + 1) * 1_000_000_000;
+    s.command(next_sec + 100_000_000 - t, Command::Tick);
+    s.enter(0, "late", e(b'B', 100, P150 - 100).tif(2)); // deadline ~ s+2.101
+    s.command(950_000_000, Command::Tick);
+    s.enter(1, "early", e(b'S', 100, P150 + 100).tif(1).display(b'A')); // deadline ~ s+2.053
+    s.enter(2, "hit", e(b'S', 30, P150 - 100).tif(0));
+    s.command(3_000_000_000, Command::Tick);
+    let out = s.check_last();
+    let order: Vec<(Token, u32)> = out
+        .iter()
+        .filter_map(ouch_of)
+        .filter_map(|(_, m)| match m {
+            ouch::Outbound::Canceled(c) => Some((c.token, c.decrement.0)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order, vec![(tok("late"), 70), (tok("early"), 100)]);
+}
+
+#[test]
+fn corner_replace_ttl_counts_from_replace() {
+    let mut s = Script::new();
+    s.enter(0, "a", e(b'B', 100, P150).tif(5))
+        .command(3_000_000_000, Command::Tick)
+        .replace(0, "a", "b", 100, P150, 5, b'Y', 0)
+        .command(3_000_000_000, Command::Tick);
+    assert!(s.check_last().is_empty());
+    s.replace(0, "b", "c", 100, P150, 99_998, b'Y', 0)
+        .command(30_000_000_000, Command::Tick);
+    assert!(s.check_last().is_empty());
+    s.replace(0, "c", "d", 100, P150, 1, b'Y', 0)
+        .command(2_000_000_000, Command::Tick);
+    assert_eq!(s.check_last().len(), 2);
+}
+
+#[test]
+fn corner_replace_display_transitions() {
+    let mut s = Script::new();
+    // hidden -> displayed: no D, then A.
+    s.enter(0, "h", e(b'B', 100, P150 - 200).display(b'N'))
+        .replace(0, "h", "y", 100, P150 - 200, 99_999, b'Y', 0);
+    assert!(matches!(
+        itch_bodies(&s.check_last())[..],
+        [itch::Body::AddOrder { .. }]
+    ));
+    // Y -> P: same class, U.
+    s.replace(0, "y", "p", 100, P150 - 100, 99_999, b'P', 0);
+    assert!(matches!(
+        itch_bodies(&s.check_last())[..],
+        [itch::Body::OrderReplace { .. }]
+    ));
+    // P -> A: D then F; A -> A: U; A -> N: D only.
+    s.replace(0, "p", "a", 100, P150 - 100, 99_999, b'A', 0);
+    s.check_last();
+    s.replace(0, "a", "a2", 120, P150 - 100, 99_999, b'A', 0);
+    assert!(matches!(
+        itch_bodies(&s.check_last())[..],
+        [itch::Body::OrderReplace { .. }]
+    ));
+    s.replace(0, "a2", "n", 120, P150 - 100, 99_999, b'N', 0);
+    assert!(matches!(
+        itch_bodies(&s.check_last())[..],
+        [itch::Body::OrderDelete { .. }]
+    ));
+    // Post-only replacement that crosses: dead, D for the old displayed order.
+    s.enter(1, "s", e(b'S', 100, P150))
+        .replace(0, "n", "y2", 120, P150 - 100, 99_999, b'Y', 0)
+        .replace(0, "y2", "p2", 120, P150, 99_999, b'P', 0);
+    let out = s.check_last();
+    assert!(matches!(
+        itch_bodies(&out)[..],
+        [itch::Body::OrderDelete { .. }]
+    ));
+    // Displayed replacement at a crossing price: D, executions, A for the rest.
+    s.enter(0, "y3", e(b'B', 100, P150 - 100))
+        .replace(0, "y3", "y4", 150, P150, 99_999, b'Y', 0);
+    let out = s.check_last();
+    assert!(matches!(
+        itch_bodies(&out)[..],
+        [
+            itch::Body::OrderDelete { .. },
+            itch::Body::OrderExecuted { .. },
+            itch::Body::AddOrder {
+                shares: Shares(50),
+                ..
+            }
+        ]
+    ));
+}
+
+#[test]
+fn corner_token_consumption() {
+    let mut s = Script::new();
+    s.enter(0, "a", e(b'B', 100, P150));
+    // Outcome 2 (invalid display): the replacement token is not consumed, the order is gone.
+    s.replace(0, "a", "r", 100, P150, 99_999, b'Q', 0);
+    s.check_last();
+    s.enter(0, "r", e(b'B', 100, P150));
+    assert!(matches!(
+        ouch_of(&s.check_last()[0]),
+        Some((0, ouch::Outbound::Accepted(_)))
+    ));
+    // Outcome 1 (existing dead): not consumed either.
+    s.replace(0, "a", "r2", 100, P150, 99_999, b'Y', 0);
+    assert!(s.check_last().is_empty());
+    s.enter(0, "r2", e(b'B', 100, P150));
+    assert!(matches!(
+        ouch_of(&s.check_last()[0]),
+        Some((0, ouch::Outbound::Accepted(_)))
+    ));
+    // Outcome 3 (halted): consumed. Halted + invalid fields is still outcome 3.
+    s.command(1, Command::Admin(Admin::Halt(Locate(1))));
+    s.replace(0, "r", "r3", 0, 0, 100_000, b'Q', 7);
+    assert!(matches!(
+        ouch_of(&s.check_last()[0]),
+        Some((
+            0,
+            ouch::Outbound::Rejected(ouch::Rejected { reason: b'H', .. })
+        ))
+    ));
+    s.command(1, Command::Admin(Admin::Resume(Locate(1))));
+    s.enter(0, "r3", e(b'B', 100, P150));
+    assert!(s.check_last().is_empty());
+    // Tokens are case-sensitive and per account.
+    s.enter(0, "R3", e(b'B', 100, P150))
+        .enter(1, "r3", e(b'B', 100, P150));
+    assert_eq!(s.check_last().len(), 2);
+    // Cancels of others' tokens, bigger sizes, hidden partial cancels.
+    s.cancel(1, "a", 0).cancel(0, "R3", 500);
+    assert!(s.check_last().is_empty());
+    s.enter(2, "h", e(b'S', 100, P150 + 500).display(b'N'))
+        .cancel(2, "h", 40);
+    assert_eq!(s.check_last().len(), 1);
+}
+
+#[test]
+fn corner_halt_and_end_of_day() {
+    let mut s = Script::new();
+    s.enter(0, "b1", e(b'B', 100, P150 - 100).display(b'N'))
+        .enter(1, "b2", e(b'B', 100, P150 - 100))
+        .enter(2, "b3", e(b'B', 100, P150))
+        .enter(3, "s1", e(b'S', 100, P150 + 100).display(b'A'))
+        .enter(
+            0,
+            "s2",
+            E {
+                symbol: "ZZ",
+                ..e(b'S', 100, 50_000)
+            },
+        )
+        .command(1, Command::Admin(Admin::Halt(Locate(1))))
+        .command(1, Command::Admin(Admin::Halt(Locate(1))))
+        .command(1, Command::Admin(Admin::Resume(Locate(2))))
+        .command(1, Command::Admin(Admin::Halt(Locate(0))))
+        .command(1, Command::Admin(Admin::Halt(Locate(9))))
+        .cancel(1, "b2", 60)
+        .command(1, Command::Admin(Admin::EndOfDay));
+    s.check_last();
+    // Halted symbol after the close: H comes before C.
+    s.enter(0, "x1", e(b'B', 100, P150))
+        .enter(
+            0,
+            "x2",
+            E {
+                symbol: "ZZ",
+                ..e(b'B', 100, 50_000)
+            },
+        )
+        .command(1, Command::Admin(Admin::Resume(Locate(1))))
+        .command(1, Command::Admin(Admin::EndOfDay))
+        .command(1, Command::Tick);
+    s.check_last();
+}
+
+#[test]
+fn corner_capacity_limits() {
+    // One level per side, two orders per symbol, three tokens per account.
+    let mut v = venue();
+    v.limits = Limits {
+        orders_per_symbol: 2,
+        levels_per_side: 1,
+        tokens_per_account: 3,
+    };
+    let mut s = Script::new();
+    s.enter(0, "a", e(b'B', 100, P150))
+        .enter(0, "b", e(b'B', 100, P150 - 100)) // no level: O
+        .enter(1, "c", e(b'B', 100, P150)) // same level, second slot
+        .enter(1, "d", e(b'S', 100, P150 + 100)) // no slot: O
+        .enter(1, "e", e(b'S', 50, P150).tif(0)) // IOC needs no slot
+        .enter(0, "f", e(b'B', 10, P150)) // slot freed? no: a has leaves 50
+        .enter(0, "g", e(b'B', 10, P150)) // token table full: O, not recorded
+        .enter(0, "g", e(b'B', 10, P150)) // so again O, not ignored
+        .cancel(0, "a", 0) // frees the slot and the level, not a token
+        .enter(0, "h", e(b'B', 10, P150)); // token table still full
+    let inputs = s.inputs();
+    let mut engine = Exchange::new(v).unwrap();
+    let mut rec = Recorder::default();
+    for i in &inputs {
+        engine.apply(i, &mut rec);
+    }
+    let rejects: Vec<(Token, u8)> = rec
+        .outputs
+        .iter()
+        .filter_map(ouch_of)
+        .filter_map(|(_, m)| match m {
+            ouch::Outbound::Rejected(r) => Some((r.token, r.reason)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        rejects,
+        vec![
+            (tok("b"), b'O'),
+            (tok("d"), b'O'),
+            (tok("f"), b'O'),
+            (tok("g"), b'O'),
+            (tok("g"), b'O'),
+            (tok("h"), b'O'),
+        ]
+    );
+}
+
+// ENGINE BUG: a Tick that comes 4096 s or more after an order's deadline emits the expiries out of
+// order. Lead's rule 3: "within a symbol in order of (floor(deadline_ms/1000) second, then time
+// of insertion into the book)". `first` (deadline second 34200) must be canceled before
+// `second` (deadline second 34210); with the Tick at 38296 s (4096 s after `first`'s deadline)
+// the engine cancels `second` first. With the Tick at 4085 s after the deadline, or when both
+// deadlines are 4096+ s old, the order is right: it looks like the expiry wheel has 4096
+// one-second slots and is scanned from the slot after "now" around, which is oldest-first
+// only while every due order is less than one revolution old. No expiry is lost or early (the
+// property test compares Tick outputs as sets while `TOLERATE_EXPIRY_ORDER_BUG` is on).
+#[test]
+#[ignore]
+fn engine_bug_expiry_order_after_a_long_gap() {
+    let mut s = Script::new();
+    s.enter(0, "first", e(b'B', 1, P150 - 100).tif(1));
+    // Time passes without a Tick (any input will do; Modify is ignored).
+    let idle = Command::Ouch {
+        account: AccountId(3),
+        message: ouch::Inbound::Modify(ouch::ModifyOrder {
+            token: tok("idle"),
+            side: b'S',
+            shares: Shares(0),
+        }),
+    };
+    s.command(10 * 1_000_000_000, idle);
+    s.enter(0, "second", e(b'B', 1, P150 - 100).tif(1));
+    s.command(4_087 * 1_000_000_000, Command::Tick);
+    let inputs = s.inputs();
+    let mut engine = Exchange::new(venue()).unwrap();
+    let mut rec = Recorder::default();
+    for i in &inputs {
+        rec.outputs.clear();
+        engine.apply(i, &mut rec);
+    }
+    let canceled: Vec<Token> = rec
+        .outputs
+        .iter()
+        .filter_map(ouch_of)
+        .filter_map(|(_, m)| match m {
+            ouch::Outbound::Canceled(c) => Some(c.token),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(canceled, vec![tok("first"), tok("second")]);
 }
