@@ -10,7 +10,7 @@ use bourse::exchange::{
     AccountDef, Admin, Command, Exchange, Input, Limits, Outcome, Output, Recorder, SymbolDef,
     Venue,
 };
-use bourse::types::{AccountId, Firm, Locate, Price, Shares, Symbol, Timestamp, Token};
+use bourse::types::{AccountId, Firm, Locate, Price, Shares, Side, Symbol, Timestamp, Token};
 use bourse::wire::{itch, ouch};
 use model::{Model, ModelOutcome};
 use proptest::prelude::*;
@@ -120,6 +120,9 @@ enum Target {
 #[derive(Clone, Copy, Debug)]
 enum PriceSel {
     Grid(i8),
+    /// The best contra price (per the model) moved `n` ticks further into the contra side,
+    /// so the order crosses; the symbol's base price if that side is empty.
+    Cross(u8),
     OffTick,
     Zero,
     Market,
@@ -283,10 +286,19 @@ impl Builder {
         }
     }
 
-    fn price(symbol: usize, sel: PriceSel) -> Price {
+    fn price(&self, symbol: usize, side: u8, sel: PriceSel) -> Price {
         let v = venue();
         let (base, tick) = (BASE[symbol.min(2)], v.symbols[symbol.min(2)].tick);
         Price(match sel {
+            PriceSel::Cross(n) => {
+                let buy = side == b'B';
+                let contra = if buy { Side::Sell } else { Side::Buy };
+                match self.model.best_price(symbol, contra) {
+                    Some(p) if buy => p.raw() + u32::from(n) * tick,
+                    Some(p) => p.raw().saturating_sub(u32::from(n) * tick).max(tick),
+                    None => base,
+                }
+            }
             PriceSel::Grid(i) => (i64::from(base) + i64::from(i) * i64::from(tick)) as u32,
             PriceSel::OffTick => {
                 if tick > 1 {
@@ -331,7 +343,7 @@ impl Builder {
                     side: e.side,
                     shares: Shares(e.shares),
                     stock,
-                    price: Self::price(s, e.price),
+                    price: self.price(s, e.side, e.price),
                     tif: e.tif,
                     firm: entered_firm,
                     display: e.display,
@@ -345,13 +357,17 @@ impl Builder {
             }
             Act::Replace(r) => {
                 let (existing, s) = self.target(r.account, &r.existing);
+                let side = match self.model.live(r.account as u16, &existing) {
+                    Some(o) if o.side == Side::Sell => b'S',
+                    _ => b'B',
+                };
                 let replacement = self.token(r.account, &r.replacement);
                 self.tokens[r.account].push((replacement, s));
                 let message = ouch::Inbound::Replace(ouch::ReplaceOrder {
                     existing,
                     replacement,
                     shares: Shares(r.shares),
-                    price: Self::price(s, r.price),
+                    price: self.price(s, side, r.price),
                     tif: r.tif,
                     display: r.display,
                     intermarket_sweep: r.isweep,
@@ -440,6 +456,7 @@ fn target() -> impl Strategy<Value = Target> {
 fn price_sel() -> impl Strategy<Value = PriceSel> {
     prop_oneof![
         40 => (-3i8..=3).prop_map(PriceSel::Grid),
+        8 => (0u8..=2).prop_map(PriceSel::Cross),
         2 => Just(PriceSel::OffTick),
         1 => Just(PriceSel::Zero),
         4 => Just(PriceSel::Market),
@@ -599,7 +616,7 @@ fn act() -> impl Strategy<Value = Act> {
             .prop_map(|(account, target, side, shares)| Act::Modify { account, target, side, shares }),
         4 => Just(Act::Tick),
         1 => (0u16..=4).prop_map(Act::Halt),
-        3 => (0u16..=4).prop_map(Act::Resume),
+        6 => (0u16..=4).prop_map(Act::Resume),
     ]
 }
 
@@ -1890,4 +1907,58 @@ fn engine_bug_expiry_order_after_a_long_gap() {
         })
         .collect();
     assert_eq!(canceled, vec![tok("first"), tok("second")]);
+}
+
+#[test]
+fn corner_timestamps_past_24_hours() {
+    // "they keep counting past 24 h rather than wrap"
+    let mut s = Script::new();
+    s.command(3 * 86_400 * 1_000_000_000, Command::Tick);
+    s.enter(0, "a", e(b'B', 100, P150).tif(5))
+        .enter(1, "b", e(b'S', 40, P150).tif(0))
+        .command(4_000_000_000, Command::Tick);
+    assert!(s.check_last().is_empty());
+    s.command(1_000_000_000, Command::Tick);
+    assert_eq!(s.check_last().len(), 2);
+}
+
+#[test]
+fn corner_long_tif_across_expiry_wheel_revolutions() {
+    // Deadlines more than 4096 s ahead share wheel slots with nearer ones: ticks every 500 s
+    // must expire each order at its own deadline, not a revolution early.
+    let mut s = Script::new();
+    s.enter(0, "t5000", e(b'B', 100, P150).tif(5_000))
+        .enter(0, "t904", e(b'B', 100, P150).tif(904))
+        .enter(1, "t4096", e(b'S', 100, P150 + 100).tif(4_096))
+        .enter(
+            1,
+            "t8192",
+            e(b'S', 100, P150 + 100).tif(8_192).display(b'N'),
+        )
+        .enter(2, "t99997", e(b'S', 100, P150 + 200).tif(99_997));
+    let mut expired = Vec::new();
+    for _ in 0..40 {
+        s.command(250_000_000_000, Command::Tick);
+        for o in s.check_last() {
+            if let Some((_, ouch::Outbound::Canceled(c))) = ouch_of(&o) {
+                expired.push(c.token);
+            }
+        }
+    }
+    s.command(99_997_000_000_000, Command::Tick);
+    for o in s.check_last() {
+        if let Some((_, ouch::Outbound::Canceled(c))) = ouch_of(&o) {
+            expired.push(c.token);
+        }
+    }
+    assert_eq!(
+        expired,
+        vec![
+            tok("t904"),
+            tok("t4096"),
+            tok("t5000"),
+            tok("t8192"),
+            tok("t99997")
+        ]
+    );
 }

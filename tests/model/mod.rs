@@ -179,6 +179,11 @@ impl Model {
         v.into_iter().map(|o| o.token).collect()
     }
 
+    /// Best price resting on `side` of symbol index `s` (hidden orders included).
+    pub fn best_price(&self, s: usize, side: Side) -> Option<Price> {
+        self.in_priority(s, side).first().map(|o| o.price)
+    }
+
     /// Locates of the halted symbols.
     pub fn halted(&self) -> Vec<u16> {
         (0..self.symbols.len())
