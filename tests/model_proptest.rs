@@ -1962,3 +1962,138 @@ fn corner_long_tif_across_expiry_wheel_revolutions() {
         ]
     );
 }
+
+#[test]
+fn corner_validation_boundaries() {
+    let mut s = Script::new();
+    // Notional exactly at the limit ($100.00 x 500 = $50 000) is fine, one share more is `n`.
+    s.enter(0, "n1", e(b'B', 500, 1_000_000))
+        .enter(0, "n2", e(b'B', 501, 1_000_000))
+        // max_order_shares 800 on MSFT: 800 fine, 801 `Z`.
+        .enter(
+            0,
+            "m1",
+            E {
+                symbol: "MSFT",
+                ..e(b'S', 800, 250_000)
+            },
+        )
+        .enter(
+            0,
+            "m2",
+            E {
+                symbol: "MSFT",
+                ..e(b'S', 801, 250_000)
+            },
+        )
+        // Prices around the limit and the market flag.
+        .enter(
+            1,
+            "p1",
+            E {
+                symbol: "ZZ",
+                ..e(b'S', 1, Price::MAX_LIMIT.raw())
+            },
+        )
+        .enter(
+            1,
+            "p2",
+            E {
+                symbol: "ZZ",
+                ..e(b'S', 1, Price::MAX_LIMIT.raw() + 1)
+            },
+        )
+        .enter(
+            1,
+            "p3",
+            E {
+                symbol: "ZZ",
+                ..e(b'S', 1, Price::MARKET.raw() - 1)
+            },
+        )
+        .enter(
+            1,
+            "p4",
+            E {
+                symbol: "ZZ",
+                ..e(b'S', 1, Price::MARKET.raw() + 1)
+            },
+        )
+        .enter(
+            1,
+            "p5",
+            E {
+                symbol: "ZZ",
+                ..e(b'S', 1, u32::MAX)
+            },
+        )
+        .enter(
+            1,
+            "p6",
+            E {
+                symbol: "ZZ",
+                ..e(b'S', 1, 1)
+            },
+        )
+        // A market order with a minimum quantity, and min qty == shares.
+        .enter(2, "mm", market(b'B', 200).min(150))
+        .enter(2, "mq", e(b'S', 100, 1_000_000).tif(0).min(100))
+        .enter(2, "mx", e(b'S', 100, 1_000_000).tif(0).min(101))
+        // Everything at the 999 999 share bound.
+        .enter(
+            3,
+            "z1",
+            E {
+                symbol: "ZZ",
+                ..e(b'B', 999_999, 1)
+            },
+        )
+        .enter(
+            3,
+            "z2",
+            E {
+                symbol: "ZZ",
+                ..e(b'B', 1_000_000, 1)
+            },
+        )
+        .enter(
+            3,
+            "z3",
+            E {
+                symbol: "ZZ",
+                ..market(b'S', 999_999)
+            },
+        );
+    s.check_last();
+    let rejects: Vec<(String, char)> = s
+        .inputs()
+        .iter()
+        .scan(Model::new(&venue()), |m, i| {
+            let mut out = Vec::new();
+            m.apply(i, &mut out);
+            Some(out)
+        })
+        .flatten()
+        .filter_map(|o| match ouch_of(&o) {
+            Some((_, ouch::Outbound::Rejected(r))) => {
+                Some((r.token.trimmed().to_string(), r.reason as char))
+            }
+            _ => None,
+        })
+        .collect();
+    let want: Vec<(String, char)> = [
+        ("n2", 'n'),
+        ("m2", 'Z'),
+        ("p1", 'n'),
+        ("p2", 'X'),
+        ("p3", 'X'),
+        ("p4", 'X'),
+        ("p5", 'X'),
+        ("mx", 'N'),
+        ("z2", 'Z'),
+    ]
+    .iter()
+    .map(|(t, c)| (t.to_string(), *c))
+    .collect();
+    assert_eq!(rejects, want);
+}
