@@ -1,0 +1,1041 @@
+//! A deliberately naive reference model of the exchange contract (DESIGN.md sections 3-5,
+//! PROTOCOLS.md sections 2 and 4, plus the lead's documented choices for what the spec leaves
+//! open). It is written from the specification, not from `src/exchange`: every resting order
+//! lives in one `Vec` per symbol that is scanned linearly, tokens are a `BTreeSet` per account,
+//! and each rule is a straight transcription of the sentence it implements (quoted in the
+//! comments). Slow and obviously correct is the goal; the property tests compare it with the
+//! engine input by input.
+//!
+//! Capacity limits (`Limits`) are not modelled: the property tests size them so they are never
+//! reached.
+
+#![allow(dead_code)]
+
+use bourse::exchange::{Admin, Command, Input, Output, Venue};
+use bourse::types::{
+    AccountId, Firm, MatchNumber, OrderRef, Price, Shares, Side, Symbol, Timestamp, Token,
+};
+use bourse::wire::{itch, ouch};
+use std::collections::BTreeSet;
+
+/// What one input did, in the model's terms (compared loosely with the engine's `Outcome`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ModelOutcome {
+    Applied,
+    /// Silently ignored by the rules (no output).
+    Ignored,
+    /// Admin command refused (no output).
+    Refused,
+}
+
+/// One resting order.
+#[derive(Clone, Debug)]
+pub struct Order {
+    pub account: u16,
+    pub token: Token,
+    pub symbol: usize,
+    /// The entered Buy/Sell letter (`B`, `S`, `T`, `E`), echoed by replacements.
+    pub side_byte: u8,
+    pub side: Side,
+    pub price: Price,
+    pub tif: u32,
+    pub display: u8,
+    pub leaves: u32,
+    pub order_ref: u64,
+    /// Time of insertion into the book (a global counter): "oldest first".
+    pub arrival: u64,
+    /// Expiry deadline in ms for TIF 1..=99997.
+    pub deadline_ms: Option<u64>,
+    /// Normalized capacity and cross type of the original order (inherited by replacements).
+    pub capacity: u8,
+    pub cross_type: u8,
+    /// "Shares of a replace is the total liability of the chain including shares already
+    /// executed": the chain's total and what the whole chain has executed so far.
+    pub chain_total: u32,
+    pub chain_executed: u32,
+}
+
+impl Order {
+    pub fn displayed(&self) -> bool {
+        displayed(self.display)
+    }
+}
+
+/// "displayed orders (display `Y`, `A`, `P`) ... hidden ones (`N`)"
+fn displayed(display: u8) -> bool {
+    display != b'N'
+}
+
+/// Attribution class for the ITCH `U` rule: "`Y`/`P` vs `A`".
+fn attribution_class(display: u8) -> u8 {
+    if display == b'A' { b'A' } else { b'Y' }
+}
+
+/// An order about to be matched and possibly rested (from an Enter or a Replace).
+#[derive(Clone, Debug)]
+struct Incoming {
+    account: u16,
+    token: Token,
+    symbol: usize,
+    side_byte: u8,
+    side: Side,
+    price: Price,
+    tif: u32,
+    display: u8,
+    /// Shares it may still execute (Enter: the shares; Replace: the exposure).
+    qty: u32,
+    min_qty: u32,
+    capacity: u8,
+    cross_type: u8,
+    chain_total: u32,
+    chain_executed: u32,
+    order_ref: u64,
+}
+
+struct SymbolState {
+    def_symbol: Symbol,
+    tick: u32,
+    round_lot: u32,
+    max_order_shares: u32,
+    max_order_notional: Option<u64>,
+    halted: bool,
+    /// Resting orders, in no particular order (scanned linearly).
+    orders: Vec<Order>,
+}
+
+pub struct Model {
+    symbols: Vec<SymbolState>,
+    firms: Vec<Firm>,
+    /// Per account: every token used today ("accepted, rejected or replaced").
+    used: Vec<BTreeSet<Token>>,
+    next_ref: u64,
+    next_match: u64,
+    next_arrival: u64,
+    closed: bool,
+}
+
+const MAX_SHARES: u32 = 999_999;
+
+impl Model {
+    pub fn new(venue: &Venue) -> Model {
+        Model {
+            symbols: venue
+                .symbols
+                .iter()
+                .map(|s| SymbolState {
+                    def_symbol: Symbol::from_str_padded(&s.symbol).unwrap(),
+                    tick: s.tick,
+                    round_lot: s.round_lot,
+                    max_order_shares: s.max_order_shares,
+                    max_order_notional: s.max_order_notional,
+                    halted: false,
+                    orders: Vec::new(),
+                })
+                .collect(),
+            firms: venue
+                .accounts
+                .iter()
+                .map(|a| Firm::from_str_padded(&a.firm).unwrap_or(Firm::SPACES))
+                .collect(),
+            used: vec![BTreeSet::new(); venue.accounts.len()],
+            next_ref: 1,
+            next_match: 1,
+            next_arrival: 1,
+            closed: false,
+        }
+    }
+
+    // ----- state inspection for the tests -----
+
+    pub fn order_refs_used(&self) -> u64 {
+        self.next_ref - 1
+    }
+
+    pub fn matches_used(&self) -> u64 {
+        self.next_match - 1
+    }
+
+    pub fn resting_orders(&self) -> u64 {
+        self.symbols.iter().map(|s| s.orders.len() as u64).sum()
+    }
+
+    /// The live order of `account` with `token`, if any.
+    pub fn live(&self, account: u16, token: &Token) -> Option<&Order> {
+        self.symbols
+            .iter()
+            .flat_map(|s| s.orders.iter())
+            .find(|o| o.account == account && o.token == *token)
+    }
+
+    /// Tokens of `account`'s live orders, oldest reference number first.
+    pub fn live_tokens(&self, account: u16) -> Vec<Token> {
+        let mut v: Vec<&Order> = self
+            .symbols
+            .iter()
+            .flat_map(|s| s.orders.iter())
+            .filter(|o| o.account == account)
+            .collect();
+        v.sort_by_key(|o| o.order_ref);
+        v.into_iter().map(|o| o.token).collect()
+    }
+
+    /// Best price resting on `side` of symbol index `s` (hidden orders included).
+    pub fn best_price(&self, s: usize, side: Side) -> Option<Price> {
+        self.in_priority(s, side).first().map(|o| o.price)
+    }
+
+    /// Locates of the halted symbols.
+    pub fn halted(&self) -> Vec<u16> {
+        (0..self.symbols.len())
+            .filter(|&s| self.symbols[s].halted)
+            .map(Self::locate)
+            .collect()
+    }
+
+    /// Every resting order, sorted by (symbol, side, priority), for debugging output.
+    pub fn all_orders(&self) -> Vec<Order> {
+        let mut v = Vec::new();
+        for s in 0..self.symbols.len() {
+            for side in [Side::Buy, Side::Sell] {
+                v.extend(self.in_priority(s, side).into_iter().cloned());
+            }
+        }
+        v
+    }
+
+    // ----- helpers -----
+
+    fn itch(&self, out: &mut Vec<Output>, locate: u16, ts: Timestamp, body: itch::Body) {
+        out.push(Output::Itch(itch::Message {
+            header: itch::Header {
+                locate,
+                tracking: 0,
+                timestamp: ts,
+            },
+            body,
+        }));
+    }
+
+    fn ouch(out: &mut Vec<Output>, account: u16, msg: ouch::Outbound) {
+        out.push(Output::Ouch(AccountId(account), msg));
+    }
+
+    fn locate(symbol: usize) -> u16 {
+        symbol as u16 + 1
+    }
+
+    /// Does a resting order at `maker_price` cross an incoming `taker_side` order at `limit`?
+    /// "market price always crosses if anything rests".
+    fn crosses(taker_side: Side, limit: Price, maker_price: Price) -> bool {
+        if limit.is_market() {
+            return true;
+        }
+        match taker_side {
+            Side::Buy => maker_price <= limit,
+            Side::Sell => maker_price >= limit,
+        }
+    }
+
+    /// Orders of `side` of symbol `s` sorted in priority order: best price first; "within a
+    /// price, displayed orders ... trade before hidden ones, each class oldest first".
+    fn in_priority(&self, s: usize, side: Side) -> Vec<&Order> {
+        let mut v: Vec<&Order> = self.symbols[s]
+            .orders
+            .iter()
+            .filter(|o| o.side == side)
+            .collect();
+        v.sort_by(|a, b| {
+            let price = match side {
+                Side::Buy => b.price.cmp(&a.price),
+                Side::Sell => a.price.cmp(&b.price),
+            };
+            price
+                .then(b.displayed().cmp(&a.displayed()))
+                .then(a.arrival.cmp(&b.arrival))
+        });
+        v
+    }
+
+    /// Index (in `orders`) of the best contra order that crosses `limit`, if any.
+    fn best_contra(&self, s: usize, taker_side: Side, limit: Price) -> Option<usize> {
+        let best = self
+            .in_priority(s, taker_side.opposite())
+            .into_iter()
+            .find(|o| Self::crosses(taker_side, limit, o.price))?;
+        let (account, token) = (best.account, best.token);
+        self.symbols[s]
+            .orders
+            .iter()
+            .position(|o| o.account == account && o.token == token)
+    }
+
+    /// Shares resting on the contra side that an order at `limit` could execute against
+    /// (hidden included).
+    fn executable(&self, s: usize, taker_side: Side, limit: Price) -> u64 {
+        self.symbols[s]
+            .orders
+            .iter()
+            .filter(|o| o.side == taker_side.opposite())
+            .filter(|o| Self::crosses(taker_side, limit, o.price))
+            .map(|o| u64::from(o.leaves))
+            .sum()
+    }
+
+    /// "Dead on arrival (state `D`)": exposure 0; a post-only whose price crosses the best
+    /// contra price (any resting order, hidden included); an IOC when the shares executable at
+    /// its limit are 0 or below its nonzero minimum quantity.
+    fn dead_on_arrival(&self, n: &Incoming) -> bool {
+        if n.qty == 0 {
+            return true;
+        }
+        if n.display == b'P' && self.executable(n.symbol, n.side, n.price) > 0 {
+            return true;
+        }
+        if n.tif == 0 {
+            let can = self
+                .executable(n.symbol, n.side, n.price)
+                .min(u64::from(n.qty));
+            if can == 0 || can < u64::from(n.min_qty) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// "price 0, above 199 999.9900 and not 0x7FFFFFFF, not a multiple of the symbol's tick, or
+    /// a market order — price 0x7FFFFFFF — that is not IOC"
+    fn price_ok(price: Price, tif: u32, tick: u32) -> bool {
+        if price.raw() == 0 {
+            return false;
+        }
+        if price.is_market() {
+            return tif == 0;
+        }
+        if price > Price::MAX_LIMIT {
+            return false;
+        }
+        price.raw().is_multiple_of(tick)
+    }
+
+    /// "price x shares above the symbol's max_order_notional (whole dollars; not applied to
+    /// market orders)"
+    fn notional_exceeded(sym: &SymbolState, price: Price, shares: u32) -> bool {
+        match sym.max_order_notional {
+            Some(limit) if !price.is_market() => {
+                u64::from(price.raw()) * u64::from(shares) > limit * 10_000
+            }
+            _ => false,
+        }
+    }
+
+    fn deadline_ms(ts: Timestamp, tif: u32) -> Option<u64> {
+        // "TIF 1..=99997 seconds; deadline_ms = ceil((timestamp_ns + tif*1e9)/1e6)"
+        if (1..=99_997).contains(&tif) {
+            Some((ts.0 + u64::from(tif) * 1_000_000_000).div_ceil(1_000_000))
+        } else {
+            None
+        }
+    }
+
+    // ----- the state machine -----
+
+    pub fn apply(&mut self, input: &Input, out: &mut Vec<Output>) -> ModelOutcome {
+        let ts = input.timestamp;
+        match input.command {
+            Command::StartOfDay => {
+                self.start_of_day(ts, out);
+                ModelOutcome::Applied
+            }
+            Command::Ouch { account, message } => {
+                let a = account.0;
+                match message {
+                    ouch::Inbound::Enter(e) => self.enter(a, &e, ts, out),
+                    ouch::Inbound::Replace(r) => self.replace(a, &r, ts, out),
+                    ouch::Inbound::Cancel(c) => self.cancel(a, &c, ts, out),
+                    // "Modify `M`: not offered (ignored)."
+                    ouch::Inbound::Modify(_) => ModelOutcome::Ignored,
+                }
+            }
+            Command::Admin(admin) => {
+                if self.closed {
+                    // "After it ... admin commands are refused."
+                    return ModelOutcome::Refused;
+                }
+                match admin {
+                    Admin::Halt(l) => self.trading_action(l.0, true, ts, out),
+                    Admin::Resume(l) => self.trading_action(l.0, false, ts, out),
+                    Admin::EndOfDay => {
+                        self.end_of_day(ts, out);
+                        ModelOutcome::Applied
+                    }
+                }
+            }
+            Command::Tick => {
+                self.tick(ts, out);
+                ModelOutcome::Applied
+            }
+        }
+    }
+
+    fn start_of_day(&mut self, ts: Timestamp, out: &mut Vec<Output>) {
+        // "System Event `O`; one Stock Directory `R` per symbol in config order ...; one Stock
+        // Trading Action `H` state `T` per symbol in config order; System Events `S` then `Q`."
+        self.itch(out, 0, ts, itch::Body::SystemEvent { event: b'O' });
+        for (i, s) in self.symbols.iter().enumerate() {
+            let body = itch::Body::StockDirectory(itch::StockDirectory {
+                stock: s.def_symbol,
+                market_category: b'Q',
+                financial_status: b'N',
+                round_lot_size: s.round_lot,
+                round_lots_only: b'N',
+                issue_classification: b'C',
+                issue_sub_type: *b"C ",
+                authenticity: b'P',
+                short_sale_threshold: b'N',
+                ipo_flag: b'N',
+                luld_tier: b'1',
+                etp_flag: b'N',
+                etp_leverage: 0,
+                inverse: b'N',
+            });
+            self.itch(out, Self::locate(i), ts, body);
+        }
+        for (i, s) in self.symbols.iter().enumerate() {
+            let body = itch::Body::TradingAction {
+                stock: s.def_symbol,
+                state: b'T',
+                reserved: b' ',
+                reason: *b"    ",
+            };
+            self.itch(out, Self::locate(i), ts, body);
+        }
+        self.itch(out, 0, ts, itch::Body::SystemEvent { event: b'S' });
+        self.itch(out, 0, ts, itch::Body::SystemEvent { event: b'Q' });
+        // "An account's OUCH stream starts with System Event `S`"
+        for a in 0..self.firms.len() {
+            Self::ouch(
+                out,
+                a as u16,
+                ouch::Outbound::SystemEvent(ouch::SystemEvent {
+                    timestamp: ts,
+                    event: b'S',
+                }),
+            );
+        }
+    }
+
+    fn reject(
+        &mut self,
+        account: u16,
+        token: Token,
+        reason: u8,
+        ts: Timestamp,
+        out: &mut Vec<Output>,
+    ) {
+        // "A rejected token cannot be reused."
+        self.used[account as usize].insert(token);
+        Self::ouch(
+            out,
+            account,
+            ouch::Outbound::Rejected(ouch::Rejected {
+                timestamp: ts,
+                token,
+                reason,
+            }),
+        );
+    }
+
+    fn enter(
+        &mut self,
+        a: u16,
+        e: &ouch::EnterOrder,
+        ts: Timestamp,
+        out: &mut Vec<Output>,
+    ) -> ModelOutcome {
+        // "a token already used on that account ... makes Enter Order silently ignored"
+        if self.used[a as usize].contains(&e.token) {
+            return ModelOutcome::Ignored;
+        }
+        // Checks "in this order, the first failure wins".
+        let side = Side::from_ouch(e.side);
+        let symbol = self.symbols.iter().position(|s| s.def_symbol == e.stock);
+        let reason = 'check: {
+            let Some(_) = side else {
+                break 'check Some(b'O');
+            };
+            let Some(s) = symbol else {
+                break 'check Some(b'S');
+            };
+            let sym = &self.symbols[s];
+            if sym.halted {
+                break 'check Some(b'H');
+            }
+            if self.closed {
+                break 'check Some(b'C');
+            }
+            if e.shares.0 == 0 || e.shares.0 > MAX_SHARES {
+                break 'check Some(b'Z');
+            }
+            if !Self::price_ok(e.price, e.tif, sym.tick) {
+                break 'check Some(b'X');
+            }
+            if e.tif > 99_999 {
+                break 'check Some(b'O');
+            }
+            if !matches!(e.display, b'Y' | b'A' | b'N' | b'P') {
+                break 'check Some(b'D');
+            }
+            if e.cross_type != b'N' {
+                break 'check Some(b'R');
+            }
+            if (e.min_qty.0 > 0 && e.tif != 0) || e.min_qty.0 > e.shares.0 {
+                break 'check Some(b'N');
+            }
+            if !e.firm.is_spaces() && e.firm != self.firms[a as usize] {
+                break 'check Some(b'L');
+            }
+            if e.shares.0 > sym.max_order_shares {
+                break 'check Some(b'Z');
+            }
+            if Self::notional_exceeded(sym, e.price, e.shares.0) {
+                break 'check Some(b'n');
+            }
+            None
+        };
+        if let Some(reason) = reason {
+            self.reject(a, e.token, reason, ts, out);
+            return ModelOutcome::Applied;
+        }
+        let (side, s) = (side.unwrap(), symbol.unwrap());
+        self.used[a as usize].insert(e.token);
+        // "Every Accepted, dead or live, consumes an order reference number."
+        let order_ref = self.next_ref;
+        self.next_ref += 1;
+        let n = Incoming {
+            account: a,
+            token: e.token,
+            symbol: s,
+            side_byte: e.side,
+            side,
+            price: e.price,
+            tif: e.tif,
+            display: e.display,
+            qty: e.shares.0,
+            min_qty: e.min_qty.0,
+            // "Capacity outside A/P/R/O is taken as O"
+            capacity: if matches!(e.capacity, b'A' | b'P' | b'R' | b'O') {
+                e.capacity
+            } else {
+                b'O'
+            },
+            cross_type: e.cross_type,
+            chain_total: e.shares.0,
+            chain_executed: 0,
+            order_ref,
+        };
+        let dead = self.dead_on_arrival(&n);
+        Self::ouch(
+            out,
+            a,
+            ouch::Outbound::Accepted(ouch::Accepted {
+                timestamp: ts,
+                token: e.token,
+                side: e.side,
+                shares: e.shares,
+                stock: e.stock,
+                price: e.price,
+                tif: e.tif,
+                firm: self.firms[a as usize],
+                display: e.display,
+                order_ref: OrderRef(order_ref),
+                capacity: n.capacity,
+                // "intermarket sweep other than Y as N"
+                intermarket_sweep: if e.intermarket_sweep == b'Y' {
+                    b'Y'
+                } else {
+                    b'N'
+                },
+                min_qty: e.min_qty,
+                cross_type: e.cross_type,
+                order_state: if dead { b'D' } else { b'L' },
+                bbo_weight: b' ',
+            }),
+        );
+        if !dead {
+            self.match_and_rest(n, ts, out);
+        }
+        ModelOutcome::Applied
+    }
+
+    /// Executions in matching order, then "for what is left of an IOC or market order — one
+    /// Canceled reason `I`", or `A`/`F` for a displayed resting remainder.
+    fn match_and_rest(&mut self, mut n: Incoming, ts: Timestamp, out: &mut Vec<Output>) {
+        let s = n.symbol;
+        let stock = self.symbols[s].def_symbol;
+        while n.qty > 0 {
+            let Some(i) = self.best_contra(s, n.side, n.price) else {
+                break;
+            };
+            let maker = &mut self.symbols[s].orders[i];
+            let fill = n.qty.min(maker.leaves);
+            let price = maker.price;
+            let m = self.next_match;
+            self.next_match += 1;
+            maker.leaves -= fill;
+            maker.chain_executed += fill;
+            let maker = maker.clone();
+            if maker.leaves == 0 {
+                // "a fully executed order gets no D"
+                self.symbols[s].orders.remove(i);
+            }
+            n.qty -= fill;
+            n.chain_executed += fill;
+            // "for each fill the taker's Executed comes before the maker's"
+            Self::ouch(
+                out,
+                n.account,
+                ouch::Outbound::Executed(ouch::Executed {
+                    timestamp: ts,
+                    token: n.token,
+                    shares: Shares(fill),
+                    price,
+                    liquidity: b'R',
+                    match_number: MatchNumber(m),
+                }),
+            );
+            Self::ouch(
+                out,
+                maker.account,
+                ouch::Outbound::Executed(ouch::Executed {
+                    timestamp: ts,
+                    token: maker.token,
+                    shares: Shares(fill),
+                    price,
+                    liquidity: if maker.displayed() { b'A' } else { b'J' },
+                    match_number: MatchNumber(m),
+                }),
+            );
+            let body = if maker.displayed() {
+                itch::Body::OrderExecuted {
+                    order_ref: OrderRef(maker.order_ref),
+                    shares: Shares(fill),
+                    match_number: MatchNumber(m),
+                }
+            } else {
+                // "Hidden executions: P with order reference 0 and side B."
+                itch::Body::Trade {
+                    order_ref: OrderRef(0),
+                    side: b'B',
+                    shares: Shares(fill),
+                    stock,
+                    price,
+                    match_number: MatchNumber(m),
+                }
+            };
+            self.itch(out, Self::locate(s), ts, body);
+        }
+        if n.qty == 0 {
+            return;
+        }
+        if n.tif == 0 {
+            // IOC / market remainder: "one Canceled reason I"; "Nothing is published for IOC
+            // remainders that never rest."
+            Self::ouch(
+                out,
+                n.account,
+                ouch::Outbound::Canceled(ouch::Canceled {
+                    timestamp: ts,
+                    token: n.token,
+                    decrement: Shares(n.qty),
+                    reason: b'I',
+                }),
+            );
+            return;
+        }
+        let order = self.rest(&n, ts);
+        if order.displayed() {
+            let (order_ref, side, shares, price) = (
+                OrderRef(order.order_ref),
+                order.side.itch_byte(),
+                Shares(order.leaves),
+                order.price,
+            );
+            let body = if order.display == b'A' {
+                itch::Body::AddOrderMpid {
+                    order_ref,
+                    side,
+                    shares,
+                    stock,
+                    price,
+                    attribution: self.firms[n.account as usize],
+                }
+            } else {
+                itch::Body::AddOrder {
+                    order_ref,
+                    side,
+                    shares,
+                    stock,
+                    price,
+                }
+            };
+            self.itch(out, Self::locate(s), ts, body);
+        }
+    }
+
+    /// Insert the remainder of `n` into its book (new time priority).
+    fn rest(&mut self, n: &Incoming, ts: Timestamp) -> Order {
+        let arrival = self.next_arrival;
+        self.next_arrival += 1;
+        let order = Order {
+            account: n.account,
+            token: n.token,
+            symbol: n.symbol,
+            side_byte: n.side_byte,
+            side: n.side,
+            price: n.price,
+            tif: n.tif,
+            display: n.display,
+            leaves: n.qty,
+            order_ref: n.order_ref,
+            arrival,
+            deadline_ms: Self::deadline_ms(ts, n.tif),
+            capacity: n.capacity,
+            cross_type: n.cross_type,
+            chain_total: n.chain_total,
+            chain_executed: n.chain_executed,
+        };
+        self.symbols[n.symbol].orders.push(order.clone());
+        order
+    }
+
+    fn position_of(&self, a: u16, token: &Token) -> Option<(usize, usize)> {
+        for (s, sym) in self.symbols.iter().enumerate() {
+            if let Some(i) = sym
+                .orders
+                .iter()
+                .position(|o| o.account == a && o.token == *token)
+            {
+                return Some((s, i));
+            }
+        }
+        None
+    }
+
+    fn cancel(
+        &mut self,
+        a: u16,
+        c: &ouch::CancelOrder,
+        ts: Timestamp,
+        out: &mut Vec<Output>,
+    ) -> ModelOutcome {
+        // "a cancel that reduces nothing, or names an unknown or dead token, sends nothing"
+        let Some((s, i)) = self.position_of(a, &c.token) else {
+            return ModelOutcome::Ignored;
+        };
+        let order = &mut self.symbols[s].orders[i];
+        // "leaves become min(leaves, shares)"
+        let new_leaves = order.leaves.min(c.shares.0);
+        let decrement = order.leaves - new_leaves;
+        if decrement == 0 {
+            return ModelOutcome::Ignored;
+        }
+        order.leaves = new_leaves;
+        let order = order.clone();
+        if new_leaves == 0 {
+            self.symbols[s].orders.remove(i);
+        }
+        Self::ouch(
+            out,
+            a,
+            ouch::Outbound::Canceled(ouch::Canceled {
+                timestamp: ts,
+                token: c.token,
+                decrement: Shares(decrement),
+                reason: b'U',
+            }),
+        );
+        if order.displayed() {
+            // "ITCH X (or ITCH D when leaves reach 0)"
+            let body = if new_leaves > 0 {
+                itch::Body::OrderCancel {
+                    order_ref: OrderRef(order.order_ref),
+                    shares: Shares(decrement),
+                }
+            } else {
+                itch::Body::OrderDelete {
+                    order_ref: OrderRef(order.order_ref),
+                }
+            };
+            self.itch(out, Self::locate(s), ts, body);
+        }
+        ModelOutcome::Applied
+    }
+
+    fn replace(
+        &mut self,
+        a: u16,
+        r: &ouch::ReplaceOrder,
+        ts: Timestamp,
+        out: &mut Vec<Output>,
+    ) -> ModelOutcome {
+        // Outcome 1: "Existing order no longer live, or replacement token already used →
+        // replace silently ignored; the replacement token is not consumed."
+        let Some((s, i)) = self.position_of(a, &r.existing) else {
+            return ModelOutcome::Ignored;
+        };
+        if self.used[a as usize].contains(&r.replacement) {
+            return ModelOutcome::Ignored;
+        }
+        let sym = &self.symbols[s];
+        // Outcome 3: "a halted symbol gives outcome 3 (Rejected H for the replacement token,
+        // original intact)"; "the token is consumed".
+        if sym.halted {
+            self.reject(a, r.replacement, b'H', ts, out);
+            return ModelOutcome::Applied;
+        }
+        if self.closed {
+            self.reject(a, r.replacement, b'C', ts, out);
+            return ModelOutcome::Applied;
+        }
+        // Outcome 2: "Shares 0 or above 999 999, a bad price, an invalid display or minimum
+        // quantity, or a chain total over max_order_shares / max_order_notional make it
+        // invalid (outcome 2), which cancels the live order with reason U".
+        let shares = r.shares.0;
+        let invalid = shares == 0
+            || shares > MAX_SHARES
+            || !Self::price_ok(r.price, r.tif, sym.tick)
+            || r.tif > 99_999
+            || !matches!(r.display, b'Y' | b'A' | b'N' | b'P')
+            || (r.min_qty.0 > 0 && r.tif != 0)
+            || r.min_qty.0 > shares
+            || shares > sym.max_order_shares
+            || Self::notional_exceeded(sym, r.price, shares);
+        let old = self.symbols[s].orders.remove(i);
+        if invalid {
+            Self::ouch(
+                out,
+                a,
+                ouch::Outbound::Canceled(ouch::Canceled {
+                    timestamp: ts,
+                    token: r.existing,
+                    decrement: Shares(old.leaves),
+                    reason: b'U',
+                }),
+            );
+            if old.displayed() {
+                self.itch(
+                    out,
+                    Self::locate(s),
+                    ts,
+                    itch::Body::OrderDelete {
+                        order_ref: OrderRef(old.order_ref),
+                    },
+                );
+            }
+            return ModelOutcome::Applied;
+        }
+        // Outcome 4: one Replaced, a new token and a new order reference number.
+        self.used[a as usize].insert(r.replacement);
+        let order_ref = self.next_ref;
+        self.next_ref += 1;
+        // "Replaced reports the exposure before the replacement's own executions (chain total
+        // minus executed so far)"
+        let exposure = shares.saturating_sub(old.chain_executed);
+        let n = Incoming {
+            account: a,
+            token: r.replacement,
+            symbol: s,
+            side_byte: old.side_byte,
+            side: old.side,
+            price: r.price,
+            tif: r.tif,
+            display: r.display,
+            qty: exposure,
+            min_qty: r.min_qty.0,
+            capacity: old.capacity,
+            cross_type: old.cross_type,
+            chain_total: shares,
+            chain_executed: old.chain_executed,
+            order_ref,
+        };
+        let dead = self.dead_on_arrival(&n);
+        Self::ouch(
+            out,
+            a,
+            ouch::Outbound::Replaced(ouch::Replaced {
+                timestamp: ts,
+                token: r.replacement,
+                side: old.side_byte,
+                shares: Shares(exposure),
+                stock: self.symbols[s].def_symbol,
+                price: r.price,
+                tif: r.tif,
+                firm: self.firms[a as usize],
+                display: r.display,
+                order_ref: OrderRef(order_ref),
+                capacity: old.capacity,
+                intermarket_sweep: if r.intermarket_sweep == b'Y' {
+                    b'Y'
+                } else {
+                    b'N'
+                },
+                min_qty: r.min_qty,
+                cross_type: old.cross_type,
+                order_state: if dead { b'D' } else { b'L' },
+                previous_token: r.existing,
+                bbo_weight: b' ',
+            }),
+        );
+        // "ITCH U (old ref → new ref, leaves, price) when old and new are both displayed with
+        // the same attribution (Y/P vs A) and the replacement rests without executing"
+        let rests_without_executing =
+            !dead && n.tif != 0 && self.executable(s, n.side, n.price) == 0;
+        if rests_without_executing
+            && old.displayed()
+            && displayed(n.display)
+            && attribution_class(old.display) == attribution_class(n.display)
+        {
+            self.rest(&n, ts);
+            self.itch(
+                out,
+                Self::locate(s),
+                ts,
+                itch::Body::OrderReplace {
+                    old_ref: OrderRef(old.order_ref),
+                    new_ref: OrderRef(order_ref),
+                    shares: Shares(exposure),
+                    price: r.price,
+                },
+            );
+            return ModelOutcome::Applied;
+        }
+        // "otherwise ITCH D for the old order if it was displayed, then the executions, then
+        // A/F for a displayed resting remainder"
+        if old.displayed() {
+            self.itch(
+                out,
+                Self::locate(s),
+                ts,
+                itch::Body::OrderDelete {
+                    order_ref: OrderRef(old.order_ref),
+                },
+            );
+        }
+        if !dead {
+            self.match_and_rest(n, ts, out);
+        }
+        ModelOutcome::Applied
+    }
+
+    fn trading_action(
+        &mut self,
+        locate: u16,
+        halt: bool,
+        ts: Timestamp,
+        out: &mut Vec<Output>,
+    ) -> ModelOutcome {
+        if locate == 0 || locate as usize > self.symbols.len() {
+            return ModelOutcome::Refused;
+        }
+        let s = locate as usize - 1;
+        // "halting a halted symbol or resuming a trading one is refused with no output"
+        if self.symbols[s].halted == halt {
+            return ModelOutcome::Refused;
+        }
+        self.symbols[s].halted = halt;
+        let body = itch::Body::TradingAction {
+            stock: self.symbols[s].def_symbol,
+            state: if halt { b'H' } else { b'T' },
+            reserved: b' ',
+            reason: *b"    ",
+        };
+        self.itch(out, locate, ts, body);
+        ModelOutcome::Applied
+    }
+
+    /// Remove a resting order for a system reason: OUCH Canceled `reason` with decrement =
+    /// leaves to the owner, then ITCH D if displayed.
+    fn system_cancel(
+        &mut self,
+        s: usize,
+        order: &Order,
+        reason: u8,
+        ts: Timestamp,
+        out: &mut Vec<Output>,
+    ) {
+        let i = self.symbols[s]
+            .orders
+            .iter()
+            .position(|o| o.account == order.account && o.token == order.token)
+            .unwrap();
+        self.symbols[s].orders.remove(i);
+        Self::ouch(
+            out,
+            order.account,
+            ouch::Outbound::Canceled(ouch::Canceled {
+                timestamp: ts,
+                token: order.token,
+                decrement: Shares(order.leaves),
+                reason,
+            }),
+        );
+        if order.displayed() {
+            self.itch(
+                out,
+                Self::locate(s),
+                ts,
+                itch::Body::OrderDelete {
+                    order_ref: OrderRef(order.order_ref),
+                },
+            );
+        }
+    }
+
+    fn tick(&mut self, ts: Timestamp, out: &mut Vec<Output>) {
+        // "every resting order with deadline_ms <= floor(ts/1e6) is canceled ... symbol by
+        // symbol in config order; within a symbol in order of (floor(deadline_ms/1000) second,
+        // then time of insertion into the book)"
+        let now_ms = ts.0 / 1_000_000;
+        for s in 0..self.symbols.len() {
+            let mut due: Vec<Order> = self.symbols[s]
+                .orders
+                .iter()
+                .filter(|o| o.deadline_ms.is_some_and(|d| d <= now_ms))
+                .cloned()
+                .collect();
+            due.sort_by_key(|o| (o.deadline_ms.unwrap() / 1000, o.arrival));
+            for o in &due {
+                self.system_cancel(s, o, b'T', ts, out);
+            }
+        }
+    }
+
+    fn end_of_day(&mut self, ts: Timestamp, out: &mut Vec<Output>) {
+        // "End-of-day cancels go symbol by symbol in config order, bids then asks, in priority
+        // order (the feed's D messages in the same order)"
+        for s in 0..self.symbols.len() {
+            for side in [Side::Buy, Side::Sell] {
+                let orders: Vec<Order> = self.in_priority(s, side).into_iter().cloned().collect();
+                for o in &orders {
+                    self.system_cancel(s, o, b'E', ts, out);
+                }
+            }
+        }
+        // "then System Event E to each account in config order"
+        for a in 0..self.firms.len() {
+            Self::ouch(
+                out,
+                a as u16,
+                ouch::Outbound::SystemEvent(ouch::SystemEvent {
+                    timestamp: ts,
+                    event: b'E',
+                }),
+            );
+        }
+        // "End of day: after the cancels, System Events M, E, C"
+        for event in [b'M', b'E', b'C'] {
+            self.itch(out, 0, ts, itch::Body::SystemEvent { event });
+        }
+        self.closed = true;
+    }
+}
