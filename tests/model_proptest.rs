@@ -890,7 +890,7 @@ fn named_tokens(inputs: &[Input]) -> Vec<(u16, Token)> {
 /// order. While this is `true`, the outputs of a Tick are compared as a set of per-order
 /// (OUCH Canceled, ITCH Delete) groups so the property test can look for other bugs. Set it to
 /// `false` once the engine is fixed.
-const TOLERATE_EXPIRY_ORDER_BUG: bool = true;
+const TOLERATE_EXPIRY_ORDER_BUG: bool = false;
 
 /// The outputs of a Tick cut into per-order groups (an OUCH Canceled and the ITCH messages
 /// after it), sorted.
@@ -1864,7 +1864,7 @@ fn corner_capacity_limits() {
     );
 }
 
-// ENGINE BUG: a Tick that comes 4096 s or more after an order's deadline emits the expiries out of
+// Fixed engine bug (was ENGINE BUG): a Tick that comes 4096 s or more after an order's deadline emits the expiries out of
 // order. Lead's rule 3: "within a symbol in order of (floor(deadline_ms/1000) second, then time
 // of insertion into the book)". `first` (deadline second 34200) must be canceled before
 // `second` (deadline second 34210); with the Tick at 38296 s (4096 s after `first`'s deadline)
@@ -1874,7 +1874,6 @@ fn corner_capacity_limits() {
 // only while every due order is less than one revolution old. No expiry is lost or early (the
 // property test compares Tick outputs as sets while `TOLERATE_EXPIRY_ORDER_BUG` is on).
 #[test]
-#[ignore]
 fn engine_bug_expiry_order_after_a_long_gap() {
     let mut s = Script::new();
     s.enter(0, "first", e(b'B', 1, P150 - 100).tif(1));

@@ -111,7 +111,8 @@ impl Wheel {
         let mut steps = 0u32;
         while index != NIL {
             let slot = pool.get(index);
-            if slot.deadline_ms <= now_ms {
+            // Only entries of this revolution: a later one waits for the walk to reach it.
+            if slot.deadline_ms / MS_PER_SECOND <= second && slot.deadline_ms <= now_ms {
                 return Some(index);
             }
             index = slot.expiry_next;

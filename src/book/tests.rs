@@ -170,3 +170,13 @@ fn expiry_entries_sharing_a_bucket_across_revolutions_wait_for_their_second() {
         Some(1)
     );
 }
+
+#[test]
+fn expiry_due_exactly_now_in_a_bucket_shared_with_an_older_revolution() {
+    let mut b = book();
+    b.insert(Side::Sell, Price(100), 1, false, 34_200_001, 2);
+    b.insert(Side::Sell, Price(100), 1, false, 49_152_000, 4);
+    let order: Vec<u32> =
+        std::iter::from_fn(|| b.expire_next(49_152_000).map(|r| r.payload)).collect();
+    assert_eq!(order, vec![2, 4]);
+}

@@ -200,14 +200,14 @@ impl Exchange {
                 capacity: validate::normalize_capacity(o.capacity),
             },
         };
-        if entry.tif != validate::TIF_IOC && !self.books[symbol as usize].can_rest(side, o.price) {
+        let dead = self.dead_on_arrival(&entry);
+        if !dead && self.would_not_fit(&entry, None) {
             self.tokens[account.0 as usize].insert(o.token, TokenState::Dead);
             self.reject(ts, account, o.token, ouch::reject_reason::OTHER, sink);
             return Outcome::Applied;
         }
         self.tokens[account.0 as usize].insert(o.token, TokenState::Dead);
         let order_ref = self.take_order_ref();
-        let dead = self.dead_on_arrival(&entry);
         let accepted = ouch::Accepted {
             timestamp: ts,
             token: o.token,
@@ -266,6 +266,22 @@ impl Exchange {
             halted: self.halted[symbol as usize],
             closed: self.phase != Phase::Open,
         }
+    }
+
+    /// A live order that would have shares left to rest when its book has no room for them
+    /// (no free slot, or no room for a new price level). `replacing` is the order a replace
+    /// removes first (its slot, and maybe its level, come free). Orders that execute in full
+    /// or are IOC never need room.
+    fn would_not_fit(&self, e: &Entry, replacing: Option<OrderHandle>) -> bool {
+        if e.tif == validate::TIF_IOC {
+            return false;
+        }
+        let book = &self.books[e.symbol as usize];
+        let fits = match replacing {
+            None => book.can_rest(e.side, e.price),
+            Some(old) => book.can_rest_replacing(old, e.side, e.price),
+        };
+        !fits && book.executable_shares(e.side, e.price, u64::from(e.shares)) < u64::from(e.shares)
     }
 
     /// Accepted with state `D`: nothing would execute and nothing would rest.
@@ -513,17 +529,22 @@ impl Exchange {
             Ok(()) => {}
         }
         let old = self.books[symbol as usize].get(handle);
-        let side = old.side;
-        if !self.books[symbol as usize].can_rest_replacing(handle, side, u.price)
-            && u.tif != validate::TIF_IOC
-        {
-            return self.reject_replacement(
-                ts,
-                account,
-                u.replacement,
-                ouch::reject_reason::OTHER,
-                sink,
-            );
+        let probe = Entry {
+            account,
+            symbol,
+            side: old.side,
+            price: u.price,
+            shares: u.shares.0.saturating_sub(old.payload.chain_executed),
+            tif: u.tif,
+            min_qty: u.min_qty.0,
+            resting: Resting {
+                display: u.display,
+                ..*old.payload
+            },
+        };
+        if !self.dead_on_arrival(&probe) && self.would_not_fit(&probe, Some(handle)) {
+            let reason = ouch::reject_reason::OTHER;
+            return self.reject_replacement(ts, account, u.replacement, reason, sink);
         }
         if self.tokens[account.0 as usize].is_full() {
             return self.reject_replacement(

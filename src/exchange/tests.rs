@@ -1077,6 +1077,69 @@ fn capacity_limits_reject_with_o() {
     assert_eq!(run(&mut ex, enter("e", px(10_00))), ["0:JO"]);
 }
 
+/// Apply `command` as input `seq` and describe the outputs.
+fn step(ex: &mut Exchange, seq: u64, command: Command) -> Vec<String> {
+    let mut rec = Recorder::default();
+    ex.apply(
+        &Input {
+            seq,
+            timestamp: Timestamp(seq),
+            command,
+        },
+        &mut rec,
+    );
+    kinds(&rec.outputs)
+}
+
+#[test]
+fn a_full_book_still_takes_orders_that_execute_in_full() {
+    let limits = Limits {
+        orders_per_symbol: 1,
+        levels_per_side: 1,
+        tokens_per_account: 16,
+    };
+    let venue = Venue::demo(&["AAPL"], &[("ALICE", "FRMA"), ("BOB", "FRMB")], limits);
+    let mut ex = Exchange::new(venue).unwrap();
+    let enter = |account, o| Command::Ouch {
+        account,
+        message: Inbound::Enter(o),
+    };
+    step(&mut ex, 1, Command::StartOfDay);
+    assert_eq!(
+        step(&mut ex, 2, enter(A, order("s", b'S', 100, px(10_00)))),
+        ["0:AL", "itch:A1x100"]
+    );
+    assert_eq!(
+        step(&mut ex, 3, enter(B, order("b1", b'B', 101, px(10_00)))),
+        ["1:JO"],
+        "1 share would rest"
+    );
+    let full_fill = step(&mut ex, 4, enter(B, order("b2", b'B', 60, px(10_00))));
+    assert_eq!(full_fill, ["1:AL", "1:ER60", "0:EA60", "itch:E1x60m1"]);
+    assert_eq!(
+        step(&mut ex, 5, enter(B, order("b3", b'S', 5, px(11_00)))),
+        ["1:JO"],
+        "no room"
+    );
+    let u = Command::Ouch {
+        account: A,
+        message: Inbound::Replace(replace("s", "s2", 100, px(10_01))),
+    };
+    assert_eq!(
+        step(&mut ex, 6, u),
+        ["0:UL", "itch:U1>3x40"],
+        "the replaced order's slot comes free"
+    );
+}
+
+#[test]
+fn deadlines_past_49_days_saturate_instead_of_panicking() {
+    assert_eq!(
+        super::validate::deadline_ms(50 * 86_400 * 1_000_000_000, 5),
+        u32::MAX
+    );
+}
+
 #[test]
 fn digest_tracks_state_and_ignores_history_noise() {
     let mut h1 = Harness::new();
@@ -1139,4 +1202,25 @@ fn snapshot_lists_directory_state_and_displayed_orders_in_priority() {
     let mut seen = Vec::new();
     h.ex.snapshot(Timestamp(42), |m| seen.push(itch_kind(&m.body)));
     assert_eq!(seen, ["R", "HT", "F2FRMB", "A1x100", "A4x250", "R", "HH"]);
+}
+
+#[test]
+fn expiry_order_is_by_deadline_after_a_long_quiet_spell() {
+    let mut h = Harness::new();
+    h.at(34_199_000_000_003).enter(
+        A,
+        ouch::EnterOrder {
+            tif: 1,
+            ..order("t2", b'S', 1, px(150_00))
+        },
+    );
+    h.at(49_143_999_000_001).enter(
+        A,
+        ouch::EnterOrder {
+            tif: 8,
+            ..order("t4", b'S', 1, px(150_00))
+        },
+    );
+    let out = h.at(49_152_000_000_000).run(Command::Tick);
+    assert_eq!(kinds(&out), ["0:CT1", "itch:D1", "0:CT1", "itch:D2"]);
 }
