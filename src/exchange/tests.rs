@@ -1,4 +1,5 @@
 //! One test (or more) per rule of DESIGN.md section 4 and 5.
+#![allow(clippy::inconsistent_digit_grouping)] // prices written as dollars_cents
 
 use super::*;
 use crate::types::{
