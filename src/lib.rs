@@ -8,6 +8,7 @@
 pub mod book;
 pub mod config;
 pub mod exchange;
+pub mod marketdata;
 pub mod sequencer;
 pub mod stream;
 pub mod types;
