@@ -16,6 +16,7 @@
 //! Multicast is always pinned to the configured interface (DESIGN.md 6): the sender sets
 //! `IP_MULTICAST_IF`, receivers join on the interface address. Never unpinned.
 
+pub mod glimpse;
 pub mod publisher;
 pub mod receiver;
 pub mod rerequest;

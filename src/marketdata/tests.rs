@@ -2,15 +2,23 @@
 //! port (derived from a port the kernel just handed out), so parallel tests do not hear each
 //! other; every wait has a timeout.
 
+use super::glimpse::{GlimpseConfig, GlimpseServer, Snapshot, encode_snapshot, snapshot_channel};
 use super::publisher::{FeedPublisher, PublisherConfig};
 use super::receiver::{FeedReceiver, Observed, RecvError, request_retransmission};
 use super::rerequest::{Ignored, RerequestConfig, RerequestServer};
+use crate::exchange::{Command, Exchange, Input, Limits, Output, Recorder, Venue};
 use crate::stream::{StreamWriter, stream};
-use crate::types::{Alpha, OrderRef, Price, Shares, Timestamp};
+use crate::types::{AccountId, Alpha, Firm, OrderRef, Price, Shares, Timestamp, Token};
 use crate::wire::ascii::SessionId;
-use crate::wire::itch::{Body, Header, Message};
+use crate::wire::glimpse::{EndOfSnapshot, SnapshotMessage};
+use crate::wire::itch::{self, Body, Header, Message};
 use crate::wire::moldudp64::{Packet, PacketKind, Request};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use crate::wire::ouch::{EnterOrder, Inbound};
+use crate::wire::soupbin::{self, FrameReader, LoginRequest};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 const SESSION: &str = "BOURSE0001";
@@ -375,4 +383,327 @@ fn receiver_reports_a_gap_and_the_rerequest_server_fills_it() {
     let got: Vec<_> = p.messages().map(|(s, m)| (s, m.to_vec())).collect();
     let want: Vec<_> = (1..=3).map(|i| (i, encoded(&add_order(i)))).collect();
     assert_eq!(got, want);
+}
+
+// ---- GLIMPSE ----
+
+fn tok(s: &str) -> Token {
+    Token::from_str_padded(s).unwrap()
+}
+
+fn enter(token: &str, side: u8, shares: u32, dollars: u32, display: u8) -> EnterOrder {
+    EnterOrder {
+        token: tok(token),
+        side,
+        shares: Shares(shares),
+        stock: Alpha(*b"AAPL    "),
+        price: Price(dollars * 10_000),
+        tif: 99_999,
+        firm: Firm::SPACES,
+        display,
+        capacity: b'A',
+        intermarket_sweep: b'N',
+        min_qty: Shares(0),
+        cross_type: b'N',
+        customer_type: b' ',
+    }
+}
+
+/// An exchange with resting orders on AAPL and the ITCH sequence number its next output gets.
+fn exchange_with_orders() -> (Exchange, u64) {
+    let venue = Venue::demo(
+        &["AAPL", "MSFT"],
+        &[("ALICE", "FRMA"), ("BOB", "FRMB")],
+        Limits {
+            orders_per_symbol: 64,
+            levels_per_side: 16,
+            tokens_per_account: 256,
+        },
+    );
+    let mut ex = Exchange::new(venue).unwrap();
+    let mut itch_messages = 0u64;
+    let commands = [
+        Command::StartOfDay,
+        ouch(0, enter("B1", b'B', 100, 10, b'Y')),
+        ouch(1, enter("B2", b'B', 200, 11, b'A')),
+        ouch(0, enter("S1", b'S', 300, 12, b'Y')),
+        ouch(1, enter("H1", b'S', 400, 13, b'N')),
+        // Partly fills S1: its leaves are 250.
+        ouch(1, enter("T1", b'B', 50, 12, b'Y')),
+    ];
+    for (i, command) in commands.into_iter().enumerate() {
+        let mut rec = Recorder::default();
+        let input = Input {
+            seq: i as u64 + 1,
+            timestamp: Timestamp(1_000_000 * (i as u64 + 1)),
+            command,
+        };
+        ex.apply(&input, &mut rec);
+        itch_messages += rec
+            .outputs
+            .iter()
+            .filter(|o| matches!(o, Output::Itch(_)))
+            .count() as u64;
+    }
+    (ex, itch_messages + 1)
+}
+
+fn ouch(account: u16, order: EnterOrder) -> Command {
+    Command::Ouch {
+        account: AccountId(account),
+        message: Inbound::Enter(order),
+    }
+}
+
+const SNAPSHOT_TS: Timestamp = Timestamp(9_000_000);
+
+/// The engine's side in a test: a thread that owns the exchange and answers snapshot
+/// requests, woken by the GLIMPSE server (or every 100 ms).
+struct Engine {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+fn glimpse_server(max_connections: usize) -> (super::ServerHandle, Engine, u64) {
+    glimpse_server_with(max_connections, 300)
+}
+
+fn glimpse_server_with(
+    max_connections: usize,
+    login_timeout_ms: u64,
+) -> (super::ServerHandle, Engine, u64) {
+    let (ex, next_itch) = exchange_with_orders();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ready_tx, ready_rx) = crossbeam::channel::bounded(1);
+    let stop_flag = stop.clone();
+    let thread = std::thread::spawn(move || {
+        let me = std::thread::current();
+        let waker: super::glimpse::Waker = Arc::new(move || me.unpark());
+        let (requester, desk) = snapshot_channel(max_connections, Some(waker));
+        ready_tx.send(requester).unwrap();
+        while !stop_flag.load(Ordering::Acquire) {
+            desk.answer_snapshot_requests(&ex, next_itch, SNAPSHOT_TS);
+            std::thread::park_timeout(Duration::from_millis(100));
+        }
+    });
+    let requester = ready_rx.recv().unwrap();
+    let config = GlimpseConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        session: session(),
+        accounts: vec![
+            ("BRKR01".into(), "secret".into()),
+            ("ALICE".into(), "pw".into()),
+        ],
+        login_timeout_ms,
+        answer_timeout_ms: 2_000,
+        write_timeout_ms: 2_000,
+        max_connections,
+    };
+    let handle = GlimpseServer::spawn(config, requester).unwrap();
+    let engine = Engine {
+        stop,
+        thread: Some(thread),
+    };
+    (handle, engine, next_itch)
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            t.join().unwrap();
+        }
+    }
+}
+
+/// What a GLIMPSE client saw, packet by packet, until EOF.
+#[derive(Debug, PartialEq)]
+enum Seen {
+    Accepted(SessionId, u64),
+    Rejected(u8),
+    Data(Vec<u8>),
+    End,
+}
+
+fn glimpse_login(addr: SocketAddr, user: &str, password: &str, session: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    let login = LoginRequest {
+        username: Alpha::from_str_padded(user).unwrap(),
+        password: Alpha::from_str_padded(password).unwrap(),
+        session: SessionId::new(session).unwrap(),
+        sequence: 1,
+        heartbeat_timeout_ms: None,
+    };
+    let mut buf = [0u8; 64];
+    let n = soupbin::Packet::LoginRequest(login).encode(&mut buf);
+    stream.write_all(&buf[..n]).unwrap();
+    stream
+}
+
+/// Read packets until EOF (a read timeout fails the test).
+fn read_to_eof(mut stream: TcpStream) -> Vec<Seen> {
+    let mut reader = FrameReader::new(soupbin::MAX_PACKET_LEN);
+    let mut seen = Vec::new();
+    loop {
+        while let Some(p) = reader.next_packet() {
+            seen.push(match p.unwrap() {
+                soupbin::Packet::LoginAccepted { session, sequence } => {
+                    Seen::Accepted(session, sequence)
+                }
+                soupbin::Packet::LoginRejected { reason } => Seen::Rejected(reason),
+                soupbin::Packet::SequencedData(d) => Seen::Data(d.to_vec()),
+                soupbin::Packet::EndOfSession => Seen::End,
+                other => panic!("unexpected {other:?}"),
+            });
+        }
+        let n = stream.read(reader.read_space()).expect("read before EOF");
+        if n == 0 {
+            assert_eq!(reader.buffered(), 0, "EOF inside a packet");
+            return seen;
+        }
+        reader.commit(n);
+    }
+}
+
+#[test]
+fn glimpse_snapshot_matches_the_book_then_g_then_z_then_eof() {
+    let (server, _engine, next_itch) = glimpse_server(2);
+    let (ex, _) = exchange_with_orders();
+    let mut want = Vec::new();
+    ex.snapshot(SNAPSHOT_TS, |m| want.push(*m));
+    let stream = glimpse_login(server.local_addr(), "brkr01", "SECRET", "");
+    let seen = read_to_eof(stream);
+    assert_eq!(seen[0], Seen::Accepted(session(), 1));
+    assert_eq!(seen.last(), Some(&Seen::End));
+    let data: Vec<&[u8]> = seen[1..seen.len() - 1]
+        .iter()
+        .map(|s| match s {
+            Seen::Data(d) => d.as_slice(),
+            other => panic!("expected data, got {other:?}"),
+        })
+        .collect();
+    let (end, itch_part) = data.split_last().unwrap();
+    let got: Vec<Message> = itch_part
+        .iter()
+        .map(|d| Message::decode(d).unwrap())
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(
+        SnapshotMessage::decode(end),
+        Ok(SnapshotMessage::End(EndOfSnapshot {
+            sequence: next_itch
+        }))
+    );
+    // The book as built: AAPL directory, trading, bids B2 (F, $11) then B1 (A, $10), ask S1
+    // with its 250 leaves; the hidden H1 is not shown; then MSFT with an empty book.
+    let summary: Vec<String> = got
+        .iter()
+        .map(|m| match m.body {
+            Body::StockDirectory(d) => format!("R{}", String::from_utf8_lossy(&d.stock.0)),
+            Body::TradingAction { state, .. } => format!("H{}", state as char),
+            Body::AddOrder { side, shares, .. } => format!("A{}{}", side as char, shares.0),
+            Body::AddOrderMpid { side, shares, .. } => format!("F{}{}", side as char, shares.0),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    println!("snapshot: {summary:?}, G {next_itch}");
+    assert_eq!(
+        summary,
+        [
+            "RAAPL    ",
+            "HT",
+            "FB200",
+            "AB100",
+            "AS250",
+            "RMSFT    ",
+            "HT"
+        ]
+    );
+    assert_eq!(
+        itch::Message::decode(data[0]).unwrap().header.timestamp,
+        SNAPSHOT_TS
+    );
+}
+
+#[test]
+fn glimpse_rejects_bad_password_and_wrong_session() {
+    let (server, _engine, _) = glimpse_server(2);
+    let addr = server.local_addr();
+    let seen = read_to_eof(glimpse_login(addr, "BRKR01", "wrong", ""));
+    assert_eq!(seen, vec![Seen::Rejected(b'A')]);
+    let seen = read_to_eof(glimpse_login(addr, "nobody", "secret", ""));
+    assert_eq!(seen, vec![Seen::Rejected(b'A')]);
+    let seen = read_to_eof(glimpse_login(addr, "alice", "PW", "OTHER"));
+    assert_eq!(seen, vec![Seen::Rejected(b'S')]);
+    // A bad password with a wrong session is still `A`: credentials come first.
+    let seen = read_to_eof(glimpse_login(addr, "alice", "no", "OTHER"));
+    assert_eq!(seen, vec![Seen::Rejected(b'A')]);
+    // The session by name works.
+    let seen = read_to_eof(glimpse_login(addr, "alice", "pw", SESSION));
+    assert_eq!(seen[0], Seen::Accepted(session(), 1));
+}
+
+#[test]
+fn glimpse_closes_a_silent_connection_and_bad_bytes() {
+    let (server, _engine, _) = glimpse_server(2);
+    let addr = server.local_addr();
+    // No login: closed after login_timeout_ms (300 ms), before the client's 2 s read timeout.
+    let silent = TcpStream::connect(addr).unwrap();
+    silent.set_read_timeout(Some(WAIT)).unwrap();
+    assert_eq!(read_to_eof(silent), vec![]);
+    // Data before login: closed without an answer.
+    let mut early = TcpStream::connect(addr).unwrap();
+    early.set_read_timeout(Some(WAIT)).unwrap();
+    early.write_all(b"\x00\x03Uhi").unwrap();
+    assert_eq!(read_to_eof(early), vec![]);
+}
+
+#[test]
+fn glimpse_bounds_concurrent_connections() {
+    let (server, _engine, _) = glimpse_server_with(1, 5_000);
+    let addr = server.local_addr();
+    // The first connection holds the only slot while it has not logged in (accepted first:
+    // the kernel queues connections in order).
+    let holder = TcpStream::connect(addr).unwrap();
+    let second = TcpStream::connect(addr).unwrap();
+    second.set_read_timeout(Some(WAIT)).unwrap();
+    // Closed at once: EOF (or a reset), long before the 5 s login timeout.
+    let mut buf = [0u8; 8];
+    let started = std::time::Instant::now();
+    let read = (&second).read(&mut buf);
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    assert!(started.elapsed() < Duration::from_secs(1));
+    drop(holder);
+    // The slot frees once the holder's thread sees its EOF; retry until then (bounded).
+    for _ in 0..40 {
+        let seen = read_to_eof(glimpse_login(addr, "BRKR01", "secret", ""));
+        if !seen.is_empty() {
+            assert_eq!(seen[0], Seen::Accepted(session(), 1));
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the slot was never freed");
+}
+
+#[test]
+fn snapshot_encoding_is_soupbin_packets_ending_in_g_and_z() {
+    let (ex, next_itch) = exchange_with_orders();
+    let Snapshot {
+        packets,
+        messages,
+        next_itch_sequence,
+    } = encode_snapshot(&ex, next_itch, SNAPSHOT_TS);
+    assert_eq!((messages, next_itch_sequence), (7, next_itch));
+    assert!(packets.ends_with(b"\x00\x01Z"));
+    let g = &packets[packets.len() - 3 - 24..packets.len() - 3];
+    assert_eq!(&g[..3], b"\x00\x16S");
+    assert_eq!(
+        EndOfSnapshot::decode(&g[3..]),
+        Ok(EndOfSnapshot {
+            sequence: next_itch
+        })
+    );
 }
