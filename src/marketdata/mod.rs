@@ -13,6 +13,17 @@
 //! - [`receiver`] is the client side (tools and end-to-end tests): a pinned multicast receiver
 //!   with gap tracking and a re-request client.
 //!
+//! The engine loop, per iteration (one input applied, or none when idle):
+//! 1. for each ITCH message the input produced: `itch_stream.append(bytes)` then
+//!    `publisher.publish(bytes, now_ns)` — same order, so `publisher.next_sequence()` stays
+//!    `itch_stream.len() + 1`;
+//! 2. when no further input is ready: `publisher.flush(now_ns)`;
+//! 3. every iteration: `publisher.poll_timers(now_ns)` and
+//!    `snapshot_desk.answer_snapshot_requests(&exchange, publisher.next_sequence(), ts)`
+//!    (between two inputs, never inside one);
+//! 4. after the end-of-day System Event `C`: `publisher.end_of_session(now_ns)`;
+//! 5. when parking: wake by `publisher.next_deadline_ns()`, or on the snapshot [`glimpse::Waker`].
+//!
 //! Multicast is always pinned to the configured interface (DESIGN.md 6): the sender sets
 //! `IP_MULTICAST_IF`, receivers join on the interface address. Never unpinned.
 
