@@ -298,7 +298,9 @@ fn rerequest_returns_exactly_the_missing_messages_in_one_packet() {
     let answer = ask(addr, SESSION, 98, 10).expect("answer");
     let p = Packet::decode(&answer).unwrap();
     assert_eq!((p.header.sequence, p.message_count()), (98, 3));
-    println!("re-request answers: 5 of 5, 36 of 100, 36 of 64, 3 of 10 (end)");
+    println!(
+        "re-request answers: 5 of 5; 36 of 100 from 1; 36 of 100 from 37; 3 of 10 from 98 (end)"
+    );
     server.stop();
 }
 
