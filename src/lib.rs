@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod exchange;
 pub mod gateway;
 pub mod journal;
+pub mod marketdata;
 pub mod replay;
 pub mod sequencer;
 pub mod stream;

@@ -242,6 +242,16 @@ impl PacketBuilder {
         }
     }
 
+    /// Discard any packet being built and number the next pushed message `next_sequence`.
+    /// Lets one builder (one buffer) answer many re-requests, each starting elsewhere.
+    pub fn restart(&mut self, next_sequence: u64) {
+        assert!(next_sequence >= 1, "MoldUDP64 sequence numbers start at 1");
+        self.sequence = next_sequence;
+        self.count = 0;
+        self.len = HEADER_LEN;
+        self.sealed = false;
+    }
+
     /// Sequence number the next pushed message will get.
     pub fn next_sequence(&self) -> u64 {
         // Sealed or not, the blocks counted so far are numbered from `sequence`.

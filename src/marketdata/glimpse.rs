@@ -1,0 +1,530 @@
+//! GLIMPSE 5.0 snapshot server over SoupBinTCP (DESIGN.md 5, PROTOCOLS.md 5).
+//!
+//! A client logs in with any configured account (credentials case-insensitive; a snapshot login
+//! does not count against the gateway's one-connection rule), requested session blank or the feed
+//! session. It gets Login Accepted (feed session, sequence 1), then one Sequenced Data packet per
+//! message: the ITCH messages of [`Exchange::snapshot`], the end-of-snapshot `G` carrying the
+//! first ITCH sequence number to apply, then End of Session `Z`; the server then closes.
+//!
+//! Login rules, in order: bad username or password → Login Rejected `A`; requested session
+//! neither blank nor the feed session → `S`. The requested sequence number should be 1
+//! (PROTOCOLS.md 5); any other number is accepted with a debug log line and the whole snapshot
+//! is sent from 1 anyway, Login Accepted saying so: every snapshot is a new stream, there is
+//! nothing to resume, and this matches SoupBinTCP's rule that Login Accepted carries the actual
+//! next number. No Login Request within `login_timeout_ms` → close. Before login only Debug
+//! packets are allowed; anything else (or bad bytes) closes the connection.
+//!
+//! Consistency: the book lives on the engine thread. A connection thread asks for a snapshot
+//! over a bounded channel ([`SnapshotRequester`]); the engine answers between two inputs with
+//! [`SnapshotDesk::answer_snapshot_requests`], so the messages and the `G` number describe one
+//! point of the feed. Snapshots are rare: the answer is an owned `Vec<u8>`, off the hot path.
+//!
+//! Threads: one accept thread (mio poll with a short timeout, to notice its stop flag) and one
+//! short-lived thread per client, at most `max_connections`; further clients are closed at once.
+
+use super::ServerHandle;
+use crate::config::{AccountConfig, FeedConfig};
+use crate::exchange::Exchange;
+use crate::types::Timestamp;
+use crate::wire::ascii::SessionId;
+use crate::wire::glimpse::{END_OF_SNAPSHOT_LEN, EndOfSnapshot};
+use crate::wire::itch;
+use crate::wire::soupbin::{self, CLIENT_MAX_PACKET_LEN, FrameReader, LoginRequest, Packet};
+use crossbeam::channel::{self, Receiver, RecvTimeoutError, Sender, TrySendError};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Bytes handed to one `write` call, so that the stop flag and deadline are looked at often.
+const WRITE_CHUNK_BYTES: usize = 64 << 10;
+/// After End of Session: how long to wait for the client to close before closing ourselves.
+/// Reading until the client's EOF (instead of closing at once) keeps the kernel from answering
+/// unread client bytes with a reset that could destroy snapshot data not yet read.
+const LINGER_MS: u64 = 1_000;
+
+/// Wakes the engine thread when a snapshot request is queued (e.g. `Thread::unpark` or a mio
+/// `Waker`), for engines that park while idle.
+pub type Waker = Arc<dyn Fn() + Send + Sync>;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GlimpseConfig {
+    pub listen: SocketAddr,
+    pub session: SessionId,
+    /// `(username, password)` of every configured account.
+    pub accounts: Vec<(String, String)>,
+    /// Close a connection that has not sent its Login Request after this long.
+    pub login_timeout_ms: u64,
+    /// Give up (close) if the engine has not answered a snapshot request after this long.
+    pub answer_timeout_ms: u64,
+    /// Close a client that has not taken the whole snapshot after this long.
+    pub write_timeout_ms: u64,
+    /// Snapshot connections served at once.
+    pub max_connections: usize,
+}
+
+impl GlimpseConfig {
+    pub const DEFAULT_LOGIN_TIMEOUT_MS: u64 = 30_000;
+    pub const DEFAULT_ANSWER_TIMEOUT_MS: u64 = 10_000;
+    pub const DEFAULT_WRITE_TIMEOUT_MS: u64 = 60_000;
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 4;
+
+    /// From `[feed]` and `[[accounts]]`; keys the config lacks take the defaults above.
+    pub fn from_config(
+        feed: &FeedConfig,
+        accounts: &[AccountConfig],
+    ) -> Result<GlimpseConfig, String> {
+        let session = SessionId::new(&feed.session)
+            .ok_or_else(|| format!("feed.session {:?} is too long", feed.session))?;
+        Ok(GlimpseConfig {
+            listen: feed.snapshot,
+            session,
+            accounts: accounts
+                .iter()
+                .map(|a| (a.username.clone(), a.password.clone()))
+                .collect(),
+            login_timeout_ms: Self::DEFAULT_LOGIN_TIMEOUT_MS,
+            answer_timeout_ms: Self::DEFAULT_ANSWER_TIMEOUT_MS,
+            write_timeout_ms: Self::DEFAULT_WRITE_TIMEOUT_MS,
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+        })
+    }
+}
+
+/// A snapshot as the engine produced it: SoupBinTCP packets ready to write after Login
+/// Accepted — one Sequenced Data per ITCH message, the `G` in a Sequenced Data, then `Z`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    pub packets: Vec<u8>,
+    /// ITCH messages in it (the `G` not counted).
+    pub messages: u64,
+    /// The first ITCH sequence number the client applies after it (the `G` number).
+    pub next_itch_sequence: u64,
+}
+
+/// Encode the snapshot of `exchange` as it is now, between two inputs. `next_itch_sequence` is
+/// the MoldUDP64 number the next ITCH message will get (`FeedPublisher::next_sequence`, equal to
+/// the ITCH stream's `len() + 1`); `ts` stamps the messages.
+pub fn encode_snapshot(exchange: &Exchange, next_itch_sequence: u64, ts: Timestamp) -> Snapshot {
+    assert!(next_itch_sequence >= 1);
+    let mut packets = Vec::new();
+    let mut messages = 0u64;
+    let mut scratch = [0u8; soupbin::HEADER_LEN + itch::MAX_MESSAGE_LEN];
+    exchange.snapshot(ts, |message| {
+        let n = soupbin::write_data(&mut scratch, soupbin::kind::SEQUENCED_DATA, |payload| {
+            message.encode(payload)
+        });
+        packets.extend_from_slice(&scratch[..n]);
+        messages += 1;
+    });
+    let mut end = [0u8; soupbin::HEADER_LEN + END_OF_SNAPSHOT_LEN];
+    let n = soupbin::write_data(&mut end, soupbin::kind::SEQUENCED_DATA, |payload| {
+        EndOfSnapshot {
+            sequence: next_itch_sequence,
+        }
+        .encode(payload)
+    });
+    packets.extend_from_slice(&end[..n]);
+    let mut z = [0u8; soupbin::HEADER_LEN];
+    let n = Packet::EndOfSession.encode(&mut z);
+    packets.extend_from_slice(&z[..n]);
+    Snapshot {
+        packets,
+        messages,
+        next_itch_sequence,
+    }
+}
+
+struct SnapshotRequest {
+    /// Capacity 1, one answer: the engine's send never blocks.
+    reply: Sender<Snapshot>,
+}
+
+/// The engine's end of the snapshot channel.
+pub struct SnapshotDesk {
+    requests: Receiver<SnapshotRequest>,
+    /// The channel's capacity: the most requests answered in one call.
+    max_per_call: usize,
+}
+
+/// The GLIMPSE server's end of the snapshot channel.
+#[derive(Clone)]
+pub struct SnapshotRequester {
+    requests: Sender<SnapshotRequest>,
+    waker: Option<Waker>,
+}
+
+/// A channel of at most `capacity` pending snapshot requests (use the GLIMPSE
+/// `max_connections`: each connection has at most one outstanding).
+pub fn snapshot_channel(
+    capacity: usize,
+    waker: Option<Waker>,
+) -> (SnapshotRequester, SnapshotDesk) {
+    assert!(capacity > 0);
+    let (requests, receiver) = channel::bounded(capacity);
+    (
+        SnapshotRequester { requests, waker },
+        SnapshotDesk {
+            requests: receiver,
+            max_per_call: capacity,
+        },
+    )
+}
+
+impl SnapshotDesk {
+    /// Engine loop, each iteration between two inputs: answer pending snapshot requests
+    /// without blocking. Cheap when none is pending (one channel poll). Returns how many were
+    /// answered. Arguments as for [`encode_snapshot`].
+    pub fn answer_snapshot_requests(
+        &self,
+        exchange: &Exchange,
+        next_itch_sequence: u64,
+        ts: Timestamp,
+    ) -> usize {
+        let mut snapshot: Option<Snapshot> = None;
+        let mut answered = 0;
+        // Bounded: a request that arrives during this call waits for the next one.
+        for _ in 0..self.max_per_call {
+            let Ok(request) = self.requests.try_recv() else {
+                break;
+            };
+            // Several requests in one call see the same point: encode once.
+            let answer = snapshot
+                .get_or_insert_with(|| encode_snapshot(exchange, next_itch_sequence, ts))
+                .clone();
+            // The connection may have given up (timeout, stop): nothing to do then.
+            if request.reply.try_send(answer).is_ok() {
+                answered += 1;
+            }
+        }
+        answered
+    }
+}
+
+impl SnapshotRequester {
+    /// Ask the engine for a snapshot and wait until `deadline` (or `stop`) for it.
+    fn request(&self, deadline: Instant, stop: &AtomicBool) -> Result<Snapshot, &'static str> {
+        let (reply, answer) = channel::bounded(1);
+        match self.requests.try_send(SnapshotRequest { reply }) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => return Err("engine snapshot queue full"),
+            Err(TrySendError::Disconnected(_)) => return Err("engine gone"),
+        }
+        if let Some(wake) = &self.waker {
+            wake();
+        }
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err("engine did not answer in time");
+            }
+            if stop.load(Ordering::Acquire) {
+                return Err("server stopping");
+            }
+            match answer.recv_timeout(left.min(super::stop_poll())) {
+                Ok(snapshot) => return Ok(snapshot),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return Err("engine dropped the request"),
+            }
+        }
+    }
+}
+
+/// What every thread of one server shares.
+struct Shared {
+    config: GlimpseConfig,
+    requester: SnapshotRequester,
+    stop: Arc<AtomicBool>,
+    active: AtomicUsize,
+}
+
+pub struct GlimpseServer;
+
+impl GlimpseServer {
+    /// Bind `config.listen` and serve on a thread named `glimpse` until the handle is stopped.
+    pub fn spawn(config: GlimpseConfig, requester: SnapshotRequester) -> io::Result<ServerHandle> {
+        assert!(config.max_connections > 0);
+        let mut listener = mio::net::TcpListener::bind(config.listen)?;
+        let local_addr = listener.local_addr()?;
+        let poll = mio::Poll::new()?;
+        poll.registry()
+            .register(&mut listener, mio::Token(0), mio::Interest::READABLE)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let shared = Arc::new(Shared {
+            config,
+            requester,
+            stop: stop.clone(),
+            active: AtomicUsize::new(0),
+        });
+        let thread = std::thread::Builder::new()
+            .name("glimpse".into())
+            .spawn(move || accept_loop(poll, listener, shared))?;
+        Ok(ServerHandle::new(stop, thread, local_addr))
+    }
+}
+
+fn accept_loop(mut poll: mio::Poll, listener: mio::net::TcpListener, shared: Arc<Shared>) {
+    tracing::info!(addr = ?listener.local_addr().ok(), "GLIMPSE snapshot server listening");
+    let mut events = mio::Events::with_capacity(8);
+    let mut connections: Vec<JoinHandle<()>> = Vec::new();
+    while !shared.stop.load(Ordering::Acquire) {
+        if let Err(e) = poll.poll(&mut events, Some(super::stop_poll()))
+            && e.kind() != io::ErrorKind::Interrupted
+        {
+            tracing::error!(error = %e, "GLIMPSE poll failed; server stops");
+            break;
+        }
+        // mio is edge-triggered: accept until WouldBlock. Bounded by the kernel's backlog;
+        // connections over the limit are closed at once.
+        loop {
+            match listener.accept() {
+                Ok((stream, peer)) => {
+                    connections.retain(|c| !c.is_finished());
+                    admit(stream.into(), peer, &shared, &mut connections);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "GLIMPSE accept failed");
+                    break;
+                }
+            }
+        }
+    }
+    for connection in connections {
+        let _ = connection.join();
+    }
+    tracing::info!("GLIMPSE snapshot server stopped");
+}
+
+fn admit(
+    stream: TcpStream,
+    peer: SocketAddr,
+    shared: &Arc<Shared>,
+    connections: &mut Vec<JoinHandle<()>>,
+) {
+    let active = shared.active.load(Ordering::Acquire);
+    if active >= shared.config.max_connections {
+        tracing::warn!(%peer, active, "GLIMPSE connection limit reached; closing");
+        return;
+    }
+    shared.active.fetch_add(1, Ordering::AcqRel);
+    let thread_shared = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name("glimpse-client".into())
+        .spawn(move || {
+            if let Err(why) = serve_client(stream, &thread_shared) {
+                tracing::info!(%peer, why, "GLIMPSE connection closed");
+            }
+            thread_shared.active.fetch_sub(1, Ordering::AcqRel);
+        });
+    match spawned {
+        Ok(handle) => connections.push(handle),
+        Err(e) => {
+            shared.active.fetch_sub(1, Ordering::AcqRel);
+            tracing::error!(%peer, error = %e, "GLIMPSE client thread not started; closing");
+        }
+    }
+}
+
+/// One client from accept to close. `Err` says why it ended early (for the log).
+fn serve_client(mut stream: TcpStream, shared: &Shared) -> Result<(), String> {
+    let io_err = |what: &str| {
+        let what = what.to_string();
+        move |e: io::Error| format!("{what}: {e}")
+    };
+    // Accepted from a non-blocking listener; this thread uses blocking calls with timeouts.
+    stream.set_nonblocking(false).map_err(io_err("socket"))?;
+    stream.set_nodelay(true).map_err(io_err("socket"))?;
+    let config = &shared.config;
+    let login_deadline = Instant::now() + Duration::from_millis(config.login_timeout_ms);
+    let login = read_login(&mut stream, login_deadline, &shared.stop)?;
+    if let Err(reason) = check_login(&login, config) {
+        let mut buf = [0u8; soupbin::HEADER_LEN + 1];
+        let n = Packet::LoginRejected { reason }.encode(&mut buf);
+        let deadline = Instant::now() + Duration::from_millis(config.write_timeout_ms);
+        write_until(&mut stream, &buf[..n], deadline, &shared.stop).map_err(io_err("write"))?;
+        linger_close(&mut stream);
+        return Err(format!("login rejected {:?}", reason as char));
+    }
+    if login.sequence != 1 {
+        tracing::debug!(
+            requested = login.sequence,
+            "GLIMPSE login asked for a sequence other than 1; sending the whole snapshot"
+        );
+    }
+    let mut accepted = [0u8; soupbin::HEADER_LEN + soupbin::payload_len::LOGIN_ACCEPTED];
+    let n = Packet::LoginAccepted {
+        session: config.session,
+        sequence: 1,
+    }
+    .encode(&mut accepted);
+    let write_deadline = Instant::now() + Duration::from_millis(config.write_timeout_ms);
+    write_until(&mut stream, &accepted[..n], write_deadline, &shared.stop)
+        .map_err(io_err("write"))?;
+    let answer_deadline = Instant::now() + Duration::from_millis(config.answer_timeout_ms);
+    let snapshot = shared.requester.request(answer_deadline, &shared.stop)?;
+    let write_deadline = Instant::now() + Duration::from_millis(config.write_timeout_ms);
+    write_until(&mut stream, &snapshot.packets, write_deadline, &shared.stop)
+        .map_err(io_err("write"))?;
+    tracing::info!(
+        messages = snapshot.messages,
+        next_itch_sequence = snapshot.next_itch_sequence,
+        "GLIMPSE snapshot sent"
+    );
+    linger_close(&mut stream);
+    Ok(())
+}
+
+/// Read until a Login Request arrives; only Debug packets may come before it.
+fn read_login(
+    stream: &mut TcpStream,
+    deadline: Instant,
+    stop: &AtomicBool,
+) -> Result<LoginRequest, String> {
+    let mut reader = FrameReader::new(CLIENT_MAX_PACKET_LEN);
+    loop {
+        while let Some(packet) = reader.next_packet() {
+            match packet {
+                Ok(Packet::LoginRequest(login)) => return Ok(login),
+                Ok(Packet::Debug(_)) => {}
+                Ok(other) => return Err(format!("packet {:?} before login", other.kind() as char)),
+                Err(e) => return Err(format!("bad bytes before login: {e}")),
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err("no login in time".into());
+        }
+        if stop.load(Ordering::Acquire) {
+            return Err("server stopping".into());
+        }
+        stream
+            .set_read_timeout(Some(left.min(super::stop_poll())))
+            .map_err(|e| format!("socket: {e}"))?;
+        match stream.read(reader.read_space()) {
+            Ok(0) => return Err("closed before login".into()),
+            Ok(n) => reader.commit(n),
+            Err(e) if super::rerequest::is_timeout(&e) => {}
+            Err(e) => return Err(format!("read: {e}")),
+        }
+    }
+}
+
+/// `Ok` or the Login Rejected reason. Credentials first, so a bad password always gets `A`.
+fn check_login(login: &LoginRequest, config: &GlimpseConfig) -> Result<(), u8> {
+    let known = config
+        .accounts
+        .iter()
+        .any(|(user, password)| login.username_eq(user) && login.password_eq(password));
+    if !known {
+        return Err(soupbin::reject_reason::NOT_AUTHORIZED);
+    }
+    if !login.session.is_blank() && login.session != config.session {
+        return Err(soupbin::reject_reason::SESSION_NOT_AVAILABLE);
+    }
+    Ok(())
+}
+
+/// Write all of `bytes` by `deadline`, in chunks so that `stop` is noticed.
+fn write_until(
+    stream: &mut TcpStream,
+    bytes: &[u8],
+    deadline: Instant,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    let mut at = 0;
+    while at < bytes.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stop.load(Ordering::Acquire) {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "client too slow or server stopping",
+            ));
+        }
+        stream.set_write_timeout(Some(left.min(super::stop_poll())))?;
+        let end = bytes.len().min(at + WRITE_CHUNK_BYTES);
+        match stream.write(&bytes[at..end]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => at += n,
+            Err(e) if super::rerequest::is_timeout(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Half-close, then wait (bounded) for the client's EOF, discarding what it sends.
+fn linger_close(stream: &mut TcpStream) {
+    if stream.shutdown(Shutdown::Write).is_err() {
+        return;
+    }
+    let deadline = Instant::now() + Duration::from_millis(LINGER_MS);
+    let mut sink = [0u8; 1024];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
+        match stream.read(&mut sink) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if super::rerequest::is_timeout(&e) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Alpha;
+
+    fn config() -> GlimpseConfig {
+        GlimpseConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            session: SessionId::new("BOURSE0001").unwrap(),
+            accounts: vec![("BRKR01".into(), "secret".into())],
+            login_timeout_ms: 1_000,
+            answer_timeout_ms: 1_000,
+            write_timeout_ms: 1_000,
+            max_connections: 2,
+        }
+    }
+
+    fn login(user: &[u8; 6], password: &[u8; 10], session: &str) -> LoginRequest {
+        LoginRequest {
+            username: Alpha(*user),
+            password: Alpha(*password),
+            session: SessionId::new(session).unwrap(),
+            sequence: 1,
+            heartbeat_timeout_ms: None,
+        }
+    }
+
+    #[test]
+    fn login_checks_credentials_before_the_session() {
+        let c = config();
+        assert_eq!(
+            check_login(&login(b"brkr01", b"SECRET    ", ""), &c),
+            Ok(())
+        );
+        assert_eq!(
+            check_login(&login(b"BRKR01", b"secret    ", "BOURSE0001"), &c),
+            Ok(())
+        );
+        assert_eq!(
+            check_login(&login(b"BRKR01", b"secret    ", "OTHER"), &c),
+            Err(b'S')
+        );
+        assert_eq!(
+            check_login(&login(b"BRKR01", b"wrong     ", "OTHER"), &c),
+            Err(b'A')
+        );
+        assert_eq!(
+            check_login(&login(b"NOBODY", b"secret    ", ""), &c),
+            Err(b'A')
+        );
+    }
+}

@@ -1,0 +1,711 @@
+//! Market-data transport over real loopback sockets. Each test uses its own multicast group and
+//! port (derived from a port the kernel just handed out), so parallel tests do not hear each
+//! other; every wait has a timeout.
+
+use super::glimpse::{GlimpseConfig, GlimpseServer, Snapshot, encode_snapshot, snapshot_channel};
+use super::publisher::{FeedPublisher, PublisherConfig};
+use super::receiver::{FeedReceiver, Observed, RecvError, request_retransmission};
+use super::rerequest::{Ignored, RerequestConfig, RerequestServer};
+use crate::exchange::{Command, Exchange, Input, Limits, Output, Recorder, Venue};
+use crate::stream::{StreamWriter, stream};
+use crate::types::{AccountId, Alpha, Firm, OrderRef, Price, Shares, Timestamp, Token};
+use crate::wire::ascii::SessionId;
+use crate::wire::glimpse::{EndOfSnapshot, SnapshotMessage};
+use crate::wire::itch::{self, Body, Header, Message};
+use crate::wire::moldudp64::{Packet, PacketKind, Request};
+use crate::wire::ouch::{EnterOrder, Inbound};
+use crate::wire::soupbin::{self, FrameReader, LoginRequest};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+const SESSION: &str = "BOURSE0001";
+const WAIT: Duration = Duration::from_secs(2);
+const MS: u64 = 1_000_000;
+
+fn session() -> SessionId {
+    SessionId::new(SESSION).unwrap()
+}
+
+/// A group and port no other test uses at the same time: the port is one the kernel just gave
+/// out, and the group's low 16 bits are that port.
+fn unique_group() -> SocketAddrV4 {
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let [hi, lo] = port.to_be_bytes();
+    SocketAddrV4::new(Ipv4Addr::new(239, 192, hi, lo), port)
+}
+
+fn publisher_config(group: SocketAddrV4) -> PublisherConfig {
+    PublisherConfig {
+        group,
+        interface: Ipv4Addr::LOCALHOST,
+        ttl: 1,
+        session: session(),
+        max_payload_bytes: 1400,
+        max_hold_us: 100,
+        heartbeat_ms: 50,
+        end_of_session_ms: 120,
+        backlog_packets: 16,
+    }
+}
+
+fn add_order(n: u64) -> Message {
+    Message {
+        header: Header {
+            locate: 1,
+            tracking: 0,
+            timestamp: Timestamp(34_200_000_000_000 + n),
+        },
+        body: Body::AddOrder {
+            order_ref: OrderRef(n),
+            side: b'B',
+            shares: Shares(100),
+            stock: Alpha::from_str_padded("AAPL").unwrap(),
+            price: Price(1_500_000 + n as u32),
+        },
+    }
+}
+
+fn encoded(m: &Message) -> Vec<u8> {
+    let mut b = vec![0u8; m.encoded_len()];
+    m.encode(&mut b);
+    b
+}
+
+fn recv_packet(rx: &mut FeedReceiver) -> (Vec<u8>, Observed) {
+    match rx.recv() {
+        Ok(r) => (r.bytes.to_vec(), r.observed),
+        Err(e) => panic!("no packet: {e}"),
+    }
+}
+
+#[test]
+fn packets_reach_a_pinned_receiver_packed_and_numbered() {
+    let group = unique_group();
+    let mut rx = FeedReceiver::join(group, Ipv4Addr::LOCALHOST, WAIT).unwrap();
+    let mut tx = FeedPublisher::new(&publisher_config(group), 1, 0).unwrap();
+    for n in 1..=100 {
+        assert_eq!(tx.publish(&encoded(&add_order(n)), 10), n);
+    }
+    tx.flush(20);
+    assert_eq!(tx.next_sequence(), 101);
+    let mut next = 1u64;
+    let mut packets = 0;
+    while next <= 100 {
+        let (bytes, observed) = recv_packet(&mut rx);
+        assert!(bytes.len() <= 1400, "{} byte datagram", bytes.len());
+        assert_eq!(observed, Observed::InOrder);
+        let p = Packet::decode(&bytes).unwrap();
+        assert_eq!(p.kind(), PacketKind::Data);
+        assert_eq!(&p.header.session, b"BOURSE0001");
+        assert_eq!(p.header.sequence, next);
+        for (sequence, message) in p.messages() {
+            assert_eq!(Message::decode(message).unwrap(), add_order(sequence));
+        }
+        println!(
+            "packet {packets}: {} bytes, messages {}..{}",
+            bytes.len(),
+            p.header.sequence,
+            p.next_sequence() - 1
+        );
+        next = p.next_sequence();
+        packets += 1;
+    }
+    assert_eq!(next, 101);
+    // 36-byte Add Orders in 38-byte blocks: 36 fit in 1400 bytes, so 100 take 3 packets.
+    assert_eq!(packets, 3);
+    let stats = tx.stats();
+    assert_eq!((stats.data_packets_sent, stats.messages_sent), (3, 100));
+    assert_eq!(stats.dropped_packets, 0);
+}
+
+#[test]
+fn refused_sends_are_kept_and_retried_in_order() {
+    let group = unique_group();
+    let mut rx = FeedReceiver::join(group, Ipv4Addr::LOCALHOST, WAIT).unwrap();
+    let mut config = publisher_config(group);
+    config.backlog_packets = 4;
+    let mut tx = FeedPublisher::new(&config, 1, 0).unwrap();
+    tx.refuse_next_sends(2);
+    for n in 1..=100 {
+        tx.publish_itch(&add_order(n), 10);
+    }
+    // Packet 1 was refused, packet 2 queued behind it and the retry refused too.
+    assert_eq!(tx.backlog_packets(), 2);
+    tx.flush(20);
+    assert_eq!(tx.backlog_packets(), 0);
+    let mut next = 1;
+    while next <= 100 {
+        let r = rx.recv().unwrap();
+        assert_eq!(r.observed, Observed::InOrder);
+        next = r.packet.next_sequence();
+    }
+    let stats = tx.stats();
+    assert_eq!((stats.send_errors, stats.dropped_packets), (2, 0));
+    assert_eq!((stats.data_packets_sent, stats.messages_sent), (3, 100));
+}
+
+#[test]
+fn a_full_backlog_drops_the_oldest_packet_and_counts_it() {
+    let group = unique_group();
+    let mut rx = FeedReceiver::join(group, Ipv4Addr::LOCALHOST, WAIT).unwrap();
+    let mut config = publisher_config(group);
+    config.backlog_packets = 1;
+    let mut tx = FeedPublisher::new(&config, 1, 0).unwrap();
+    tx.refuse_next_sends(2);
+    for n in 1..=100 {
+        tx.publish_itch(&add_order(n), 10);
+    }
+    tx.flush(20);
+    // Packet 1 (messages 1..=36) was dropped for packet 2; receivers see the gap.
+    let r = rx.recv().unwrap();
+    assert_eq!(
+        r.observed,
+        Observed::Gap {
+            first: 1,
+            count: 36
+        }
+    );
+    let r = rx.recv().unwrap();
+    assert_eq!(
+        (r.observed, r.packet.next_sequence()),
+        (Observed::InOrder, 101)
+    );
+    let stats = tx.stats();
+    assert_eq!((stats.dropped_packets, stats.dropped_messages), (1, 36));
+    assert_eq!(stats.messages_sent, 64);
+    // Nothing is pending, so the next thing on the wire is a heartbeat saying 101.
+    tx.poll_timers(20 + 50 * MS);
+    let r = rx.recv().unwrap();
+    assert_eq!(
+        (r.packet.kind(), r.packet.header.sequence),
+        (PacketKind::Heartbeat, 101)
+    );
+}
+
+#[test]
+fn held_packet_goes_out_by_max_hold_and_heartbeats_when_idle() {
+    let group = unique_group();
+    let mut rx = FeedReceiver::join(group, Ipv4Addr::LOCALHOST, WAIT).unwrap();
+    let mut tx = FeedPublisher::new(&publisher_config(group), 7, 0).unwrap();
+    // Idle: nothing before heartbeat_ms, then a heartbeat carrying the next number.
+    tx.poll_timers(49 * MS);
+    assert_eq!(tx.next_deadline_ns(), 50 * MS);
+    tx.poll_timers(50 * MS);
+    rx.set_next_expected(7);
+    let (bytes, observed) = recv_packet(&mut rx);
+    assert_eq!(bytes.len(), 20);
+    let p = Packet::decode(&bytes).unwrap();
+    assert_eq!((p.kind(), p.header.sequence), (PacketKind::Heartbeat, 7));
+    assert_eq!(observed, Observed::InOrder);
+    // One message, no flush: it waits at most max_hold_us (100 µs).
+    let t = 60 * MS;
+    tx.publish_itch(&add_order(7), t);
+    assert_eq!(tx.next_deadline_ns(), t + 100_000);
+    tx.poll_timers(t + 99_999);
+    tx.poll_timers(t + 100_000);
+    let (bytes, _) = recv_packet(&mut rx);
+    let p = Packet::decode(&bytes).unwrap();
+    assert_eq!((p.header.sequence, p.message_count()), (7, 1));
+    // The data packet reset the idle clock.
+    tx.poll_timers(t + 100_000 + 49 * MS);
+    tx.poll_timers(t + 100_000 + 50 * MS);
+    let (bytes, _) = recv_packet(&mut rx);
+    let p = Packet::decode(&bytes).unwrap();
+    assert_eq!((p.kind(), p.header.sequence), (PacketKind::Heartbeat, 8));
+    assert_eq!(tx.stats().heartbeats_sent, 2);
+}
+
+#[test]
+fn end_of_session_replaces_heartbeats_for_a_while_then_silence() {
+    let group = unique_group();
+    let mut rx = FeedReceiver::join(group, Ipv4Addr::LOCALHOST, WAIT).unwrap();
+    let mut tx = FeedPublisher::new(&publisher_config(group), 1, 0).unwrap();
+    tx.publish_itch(&add_order(1), MS);
+    tx.end_of_session(MS);
+    let (bytes, _) = recv_packet(&mut rx);
+    assert_eq!(Packet::decode(&bytes).unwrap().message_count(), 1);
+    // end_of_session_ms 120, heartbeat_ms 50: at 1, 51, 101 ms, then nothing.
+    let mut now = MS;
+    while now < 400 * MS {
+        tx.poll_timers(now);
+        now += MS;
+    }
+    assert_eq!(tx.next_deadline_ns(), u64::MAX);
+    for _ in 0..3 {
+        let (bytes, _) = recv_packet(&mut rx);
+        let p = Packet::decode(&bytes).unwrap();
+        assert_eq!((p.kind(), p.header.sequence), (PacketKind::EndOfSession, 2));
+    }
+    rx.set_read_timeout(Duration::from_millis(200)).unwrap();
+    assert!(matches!(rx.recv(), Err(RecvError::Timeout)));
+    assert_eq!(tx.stats().end_of_session_sent, 3);
+    assert_eq!(tx.stats().heartbeats_sent, 0);
+}
+
+/// A stream holding `n` Add Orders, as the engine would have appended them.
+fn stream_of(n: u64) -> (StreamWriter, crate::stream::StreamReader) {
+    let (mut w, r) = stream(1 << 20, 1 << 12).unwrap();
+    for i in 1..=n {
+        assert_eq!(w.append(&encoded(&add_order(i))).unwrap(), i);
+    }
+    (w, r)
+}
+
+fn rerequest_server(n: u64, max_payload_bytes: usize) -> (super::ServerHandle, StreamWriter) {
+    let (w, r) = stream_of(n);
+    let config = RerequestConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        session: session(),
+        max_payload_bytes,
+    };
+    let handle = RerequestServer::bind(&config, r).unwrap().spawn().unwrap();
+    (handle, w)
+}
+
+fn ask(server: SocketAddr, session: &str, sequence: u64, count: u16) -> Option<Vec<u8>> {
+    let session = SessionId::new(session).unwrap();
+    request_retransmission(server, session, sequence, count, Duration::from_millis(300)).unwrap()
+}
+
+#[test]
+fn rerequest_returns_exactly_the_missing_messages_in_one_packet() {
+    let (server, _writer) = rerequest_server(100, 1400);
+    let addr = server.local_addr();
+    // A gap of 5 in the middle.
+    let answer = ask(addr, SESSION, 41, 5).expect("answer");
+    let p = Packet::decode(&answer).unwrap();
+    let got: Vec<u64> = p.messages().map(|(s, _)| s).collect();
+    assert_eq!(got, vec![41, 42, 43, 44, 45]);
+    for (sequence, message) in p.messages() {
+        assert_eq!(Message::decode(message).unwrap(), add_order(sequence));
+    }
+    // More than one packet's worth: one full packet, the client asks again for the rest.
+    let answer = ask(addr, SESSION, 1, 100).expect("answer");
+    assert!(answer.len() <= 1400);
+    let p = Packet::decode(&answer).unwrap();
+    assert_eq!((p.header.sequence, p.message_count()), (1, 36));
+    let answer = ask(addr, SESSION, p.next_sequence(), 100).expect("answer");
+    let p = Packet::decode(&answer).unwrap();
+    assert_eq!((p.header.sequence, p.message_count()), (37, 36));
+    // Past the published end: what exists.
+    let answer = ask(addr, SESSION, 98, 10).expect("answer");
+    let p = Packet::decode(&answer).unwrap();
+    assert_eq!((p.header.sequence, p.message_count()), (98, 3));
+    println!(
+        "re-request answers: 5 of 5; 36 of 100 from 1; 36 of 100 from 37; 3 of 10 from 98 (end)"
+    );
+    server.stop();
+}
+
+#[test]
+fn rerequest_respects_a_smaller_payload_limit() {
+    let (server, _writer) = rerequest_server(10, 100);
+    let answer = ask(server.local_addr(), SESSION, 2, 10).expect("answer");
+    assert!(answer.len() <= 100);
+    let p = Packet::decode(&answer).unwrap();
+    // (100 - 20) / 38 = 2 blocks.
+    assert_eq!((p.header.sequence, p.message_count()), (2, 2));
+}
+
+#[test]
+fn rerequest_ignores_wrong_session_zero_count_and_beyond_end() {
+    let (server, mut writer) = rerequest_server(10, 1400);
+    let addr = server.local_addr();
+    assert_eq!(ask(addr, "OTHER", 1, 5), None);
+    assert_eq!(ask(addr, SESSION, 1, 0), None);
+    assert_eq!(ask(addr, SESSION, 0, 5), None);
+    assert_eq!(ask(addr, SESSION, 11, 5), None);
+    // Published later: now it is answered.
+    writer.append(&encoded(&add_order(11))).unwrap();
+    let p_bytes = ask(addr, SESSION, 11, 5).expect("answer once published");
+    assert_eq!(Packet::decode(&p_bytes).unwrap().message_count(), 1);
+}
+
+#[test]
+fn rerequest_answer_is_pure_and_classifies_what_it_ignores() {
+    let (_w, r) = stream_of(3);
+    let config = RerequestConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        session: session(),
+        max_payload_bytes: 1400,
+    };
+    let mut server = RerequestServer::bind(&config, r).unwrap();
+    let mut req = [0u8; 20];
+    let mut ask = |session: &str, sequence, count| {
+        Request::new(SessionId::new(session).unwrap(), sequence, count).encode(&mut req);
+        server.answer(&req).map(|p| p.len())
+    };
+    assert_eq!(ask(SESSION, 2, 9), Ok(20 + 2 * 38));
+    assert_eq!(ask("X", 2, 9), Err(Ignored::OtherSession));
+    assert_eq!(ask(SESSION, 2, 0), Err(Ignored::ZeroCount));
+    assert_eq!(ask(SESSION, 0, 1), Err(Ignored::ZeroSequence));
+    assert_eq!(ask(SESSION, 4, 1), Err(Ignored::BeyondEnd { published: 3 }));
+    assert_eq!(server.answer(b"short"), Err(Ignored::Malformed));
+    assert_eq!(server.answer(&[0u8; 21]), Err(Ignored::Malformed));
+}
+
+#[test]
+fn receiver_reports_a_gap_and_the_rerequest_server_fills_it() {
+    let group = unique_group();
+    let mut rx = FeedReceiver::join(group, Ipv4Addr::LOCALHOST, WAIT).unwrap();
+    let (mut writer, reader) = stream(1 << 20, 1 << 12).unwrap();
+    let config = RerequestConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        session: session(),
+        max_payload_bytes: 1400,
+    };
+    let server = RerequestServer::bind(&config, reader)
+        .unwrap()
+        .spawn()
+        .unwrap();
+    // Messages 1..=3 are "lost": journaled and stored, but the publisher starts at 4.
+    for i in 1..=5 {
+        writer.append(&encoded(&add_order(i))).unwrap();
+    }
+    let mut tx = FeedPublisher::new(&publisher_config(group), 4, 0).unwrap();
+    tx.publish(writer.reader().get(4).unwrap(), 1);
+    tx.publish(writer.reader().get(5).unwrap(), 1);
+    tx.flush(2);
+    let r = rx.recv().unwrap();
+    assert_eq!(r.observed, Observed::Gap { first: 1, count: 3 });
+    let Observed::Gap { first, count } = r.observed else {
+        unreachable!()
+    };
+    let answer = request_retransmission(server.local_addr(), session(), first, count as u16, WAIT)
+        .unwrap()
+        .expect("answer");
+    let p = Packet::decode(&answer).unwrap();
+    let got: Vec<_> = p.messages().map(|(s, m)| (s, m.to_vec())).collect();
+    let want: Vec<_> = (1..=3).map(|i| (i, encoded(&add_order(i)))).collect();
+    assert_eq!(got, want);
+}
+
+// ---- GLIMPSE ----
+
+fn tok(s: &str) -> Token {
+    Token::from_str_padded(s).unwrap()
+}
+
+fn enter(token: &str, side: u8, shares: u32, dollars: u32, display: u8) -> EnterOrder {
+    EnterOrder {
+        token: tok(token),
+        side,
+        shares: Shares(shares),
+        stock: Alpha(*b"AAPL    "),
+        price: Price(dollars * 10_000),
+        tif: 99_999,
+        firm: Firm::SPACES,
+        display,
+        capacity: b'A',
+        intermarket_sweep: b'N',
+        min_qty: Shares(0),
+        cross_type: b'N',
+        customer_type: b' ',
+    }
+}
+
+/// An exchange with resting orders on AAPL and the ITCH sequence number its next output gets.
+fn exchange_with_orders() -> (Exchange, u64) {
+    let venue = Venue::demo(
+        &["AAPL", "MSFT"],
+        &[("ALICE", "FRMA"), ("BOB", "FRMB")],
+        Limits {
+            orders_per_symbol: 64,
+            levels_per_side: 16,
+            tokens_per_account: 256,
+        },
+    );
+    let mut ex = Exchange::new(venue).unwrap();
+    let mut itch_messages = 0u64;
+    let commands = [
+        Command::StartOfDay,
+        ouch(0, enter("B1", b'B', 100, 10, b'Y')),
+        ouch(1, enter("B2", b'B', 200, 11, b'A')),
+        ouch(0, enter("S1", b'S', 300, 12, b'Y')),
+        ouch(1, enter("H1", b'S', 400, 13, b'N')),
+        // Partly fills S1: its leaves are 250.
+        ouch(1, enter("T1", b'B', 50, 12, b'Y')),
+    ];
+    for (i, command) in commands.into_iter().enumerate() {
+        let mut rec = Recorder::default();
+        let input = Input {
+            seq: i as u64 + 1,
+            timestamp: Timestamp(1_000_000 * (i as u64 + 1)),
+            command,
+        };
+        ex.apply(&input, &mut rec);
+        itch_messages += rec
+            .outputs
+            .iter()
+            .filter(|o| matches!(o, Output::Itch(_)))
+            .count() as u64;
+    }
+    (ex, itch_messages + 1)
+}
+
+fn ouch(account: u16, order: EnterOrder) -> Command {
+    Command::Ouch {
+        account: AccountId(account),
+        message: Inbound::Enter(order),
+    }
+}
+
+const SNAPSHOT_TS: Timestamp = Timestamp(9_000_000);
+
+/// The engine's side in a test: a thread that owns the exchange and answers snapshot
+/// requests, woken by the GLIMPSE server (or every 100 ms).
+struct Engine {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+fn glimpse_server(max_connections: usize) -> (super::ServerHandle, Engine, u64) {
+    glimpse_server_with(max_connections, 300)
+}
+
+fn glimpse_server_with(
+    max_connections: usize,
+    login_timeout_ms: u64,
+) -> (super::ServerHandle, Engine, u64) {
+    let (ex, next_itch) = exchange_with_orders();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ready_tx, ready_rx) = crossbeam::channel::bounded(1);
+    let stop_flag = stop.clone();
+    let thread = std::thread::spawn(move || {
+        let me = std::thread::current();
+        let waker: super::glimpse::Waker = Arc::new(move || me.unpark());
+        let (requester, desk) = snapshot_channel(max_connections, Some(waker));
+        ready_tx.send(requester).unwrap();
+        while !stop_flag.load(Ordering::Acquire) {
+            desk.answer_snapshot_requests(&ex, next_itch, SNAPSHOT_TS);
+            std::thread::park_timeout(Duration::from_millis(100));
+        }
+    });
+    let requester = ready_rx.recv().unwrap();
+    let config = GlimpseConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        session: session(),
+        accounts: vec![
+            ("BRKR01".into(), "secret".into()),
+            ("ALICE".into(), "pw".into()),
+        ],
+        login_timeout_ms,
+        answer_timeout_ms: 2_000,
+        write_timeout_ms: 2_000,
+        max_connections,
+    };
+    let handle = GlimpseServer::spawn(config, requester).unwrap();
+    let engine = Engine {
+        stop,
+        thread: Some(thread),
+    };
+    (handle, engine, next_itch)
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            t.join().unwrap();
+        }
+    }
+}
+
+/// What a GLIMPSE client saw, packet by packet, until EOF.
+#[derive(Debug, PartialEq)]
+enum Seen {
+    Accepted(SessionId, u64),
+    Rejected(u8),
+    Data(Vec<u8>),
+    End,
+}
+
+fn glimpse_login(addr: SocketAddr, user: &str, password: &str, session: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    let login = LoginRequest {
+        username: Alpha::from_str_padded(user).unwrap(),
+        password: Alpha::from_str_padded(password).unwrap(),
+        session: SessionId::new(session).unwrap(),
+        sequence: 1,
+        heartbeat_timeout_ms: None,
+    };
+    let mut buf = [0u8; 64];
+    let n = soupbin::Packet::LoginRequest(login).encode(&mut buf);
+    stream.write_all(&buf[..n]).unwrap();
+    stream
+}
+
+/// Read packets until EOF (a read timeout fails the test).
+fn read_to_eof(mut stream: TcpStream) -> Vec<Seen> {
+    let mut reader = FrameReader::new(soupbin::MAX_PACKET_LEN);
+    let mut seen = Vec::new();
+    loop {
+        while let Some(p) = reader.next_packet() {
+            seen.push(match p.unwrap() {
+                soupbin::Packet::LoginAccepted { session, sequence } => {
+                    Seen::Accepted(session, sequence)
+                }
+                soupbin::Packet::LoginRejected { reason } => Seen::Rejected(reason),
+                soupbin::Packet::SequencedData(d) => Seen::Data(d.to_vec()),
+                soupbin::Packet::EndOfSession => Seen::End,
+                other => panic!("unexpected {other:?}"),
+            });
+        }
+        let n = stream.read(reader.read_space()).expect("read before EOF");
+        if n == 0 {
+            assert_eq!(reader.buffered(), 0, "EOF inside a packet");
+            return seen;
+        }
+        reader.commit(n);
+    }
+}
+
+#[test]
+fn glimpse_snapshot_matches_the_book_then_g_then_z_then_eof() {
+    let (server, _engine, next_itch) = glimpse_server(2);
+    let (ex, _) = exchange_with_orders();
+    let mut want = Vec::new();
+    ex.snapshot(SNAPSHOT_TS, |m| want.push(*m));
+    let stream = glimpse_login(server.local_addr(), "brkr01", "SECRET", "");
+    let seen = read_to_eof(stream);
+    assert_eq!(seen[0], Seen::Accepted(session(), 1));
+    assert_eq!(seen.last(), Some(&Seen::End));
+    let data: Vec<&[u8]> = seen[1..seen.len() - 1]
+        .iter()
+        .map(|s| match s {
+            Seen::Data(d) => d.as_slice(),
+            other => panic!("expected data, got {other:?}"),
+        })
+        .collect();
+    let (end, itch_part) = data.split_last().unwrap();
+    let got: Vec<Message> = itch_part
+        .iter()
+        .map(|d| Message::decode(d).unwrap())
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(
+        SnapshotMessage::decode(end),
+        Ok(SnapshotMessage::End(EndOfSnapshot {
+            sequence: next_itch
+        }))
+    );
+    // The book as built: AAPL directory, trading, bids B2 (F, $11) then B1 (A, $10), ask S1
+    // with its 250 leaves; the hidden H1 is not shown; then MSFT with an empty book.
+    let summary: Vec<String> = got
+        .iter()
+        .map(|m| match m.body {
+            Body::StockDirectory(d) => format!("R{}", String::from_utf8_lossy(&d.stock.0)),
+            Body::TradingAction { state, .. } => format!("H{}", state as char),
+            Body::AddOrder { side, shares, .. } => format!("A{}{}", side as char, shares.0),
+            Body::AddOrderMpid { side, shares, .. } => format!("F{}{}", side as char, shares.0),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    println!("snapshot: {summary:?}, G {next_itch}");
+    assert_eq!(
+        summary,
+        [
+            "RAAPL    ",
+            "HT",
+            "FB200",
+            "AB100",
+            "AS250",
+            "RMSFT    ",
+            "HT"
+        ]
+    );
+    assert_eq!(
+        itch::Message::decode(data[0]).unwrap().header.timestamp,
+        SNAPSHOT_TS
+    );
+}
+
+#[test]
+fn glimpse_rejects_bad_password_and_wrong_session() {
+    let (server, _engine, _) = glimpse_server(2);
+    let addr = server.local_addr();
+    let seen = read_to_eof(glimpse_login(addr, "BRKR01", "wrong", ""));
+    assert_eq!(seen, vec![Seen::Rejected(b'A')]);
+    let seen = read_to_eof(glimpse_login(addr, "nobody", "secret", ""));
+    assert_eq!(seen, vec![Seen::Rejected(b'A')]);
+    let seen = read_to_eof(glimpse_login(addr, "alice", "PW", "OTHER"));
+    assert_eq!(seen, vec![Seen::Rejected(b'S')]);
+    // A bad password with a wrong session is still `A`: credentials come first.
+    let seen = read_to_eof(glimpse_login(addr, "alice", "no", "OTHER"));
+    assert_eq!(seen, vec![Seen::Rejected(b'A')]);
+    // The session by name works.
+    let seen = read_to_eof(glimpse_login(addr, "alice", "pw", SESSION));
+    assert_eq!(seen[0], Seen::Accepted(session(), 1));
+}
+
+#[test]
+fn glimpse_closes_a_silent_connection_and_bad_bytes() {
+    let (server, _engine, _) = glimpse_server(2);
+    let addr = server.local_addr();
+    // No login: closed after login_timeout_ms (300 ms), before the client's 2 s read timeout.
+    let silent = TcpStream::connect(addr).unwrap();
+    silent.set_read_timeout(Some(WAIT)).unwrap();
+    assert_eq!(read_to_eof(silent), vec![]);
+    // Data before login: closed without an answer.
+    let mut early = TcpStream::connect(addr).unwrap();
+    early.set_read_timeout(Some(WAIT)).unwrap();
+    early.write_all(b"\x00\x03Uhi").unwrap();
+    assert_eq!(read_to_eof(early), vec![]);
+}
+
+#[test]
+fn glimpse_bounds_concurrent_connections() {
+    let (server, _engine, _) = glimpse_server_with(1, 5_000);
+    let addr = server.local_addr();
+    // The first connection holds the only slot while it has not logged in (accepted first:
+    // the kernel queues connections in order).
+    let holder = TcpStream::connect(addr).unwrap();
+    let second = TcpStream::connect(addr).unwrap();
+    second.set_read_timeout(Some(WAIT)).unwrap();
+    // Closed at once: EOF (or a reset), long before the 5 s login timeout.
+    let mut buf = [0u8; 8];
+    let started = std::time::Instant::now();
+    let read = (&second).read(&mut buf);
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    assert!(started.elapsed() < Duration::from_secs(1));
+    drop(holder);
+    // The slot frees once the holder's thread sees its EOF; retry until then (bounded).
+    for _ in 0..40 {
+        let seen = read_to_eof(glimpse_login(addr, "BRKR01", "secret", ""));
+        if !seen.is_empty() {
+            assert_eq!(seen[0], Seen::Accepted(session(), 1));
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the slot was never freed");
+}
+
+#[test]
+fn snapshot_encoding_is_soupbin_packets_ending_in_g_and_z() {
+    let (ex, next_itch) = exchange_with_orders();
+    let Snapshot {
+        packets,
+        messages,
+        next_itch_sequence,
+    } = encode_snapshot(&ex, next_itch, SNAPSHOT_TS);
+    assert_eq!((messages, next_itch_sequence), (7, next_itch));
+    assert!(packets.ends_with(b"\x00\x01Z"));
+    let g = &packets[packets.len() - 3 - 24..packets.len() - 3];
+    assert_eq!(&g[..3], b"\x00\x16S");
+    assert_eq!(
+        EndOfSnapshot::decode(&g[3..]),
+        Ok(EndOfSnapshot {
+            sequence: next_itch
+        })
+    );
+}
