@@ -2,8 +2,8 @@
 
 use bourse::config::Config;
 use bourse::daemon::admin::{self, Request};
-use bourse::daemon::engine::NoFeed;
 use bourse::daemon::{Daemon, stop_on_signals};
+use bourse::marketdata::publisher::{FeedPublisher, PublisherConfig};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -97,7 +97,12 @@ fn run(config: Option<PathBuf>) -> Result<(), String> {
     init_logging();
     let config = load_config(config)?;
     let stop = stop_on_signals()?;
-    let mut daemon = Daemon::start(config, NoFeed, stop)?;
+    let publisher = PublisherConfig::from_feed(&config.feed)?;
+    let make_feed = |next_seq| {
+        FeedPublisher::new(&publisher, next_seq, 0)
+            .map_err(|e| format!("cannot open the multicast feed {}: {e}", publisher.group))
+    };
+    let mut daemon = Daemon::start(config.clone(), make_feed, stop)?;
     println!("{}", daemon.listening());
     daemon.run()
 }

@@ -107,7 +107,7 @@ fn accounts_trade_and_every_reply_equals_offline_replay() {
         "{out}"
     );
     assert!(
-        replay_line(&out, "order refs").starts_with("order refs 3 matches 2"),
+        replay_line(&out, "order_refs").starts_with("order_refs 3 matches 2"),
         "{out}"
     );
 }

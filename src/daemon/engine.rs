@@ -42,13 +42,27 @@ impl FeedOut for NoFeed {
     fn end_of_session(&mut self, _: u64) {}
 }
 
+impl FeedOut for crate::marketdata::publisher::FeedPublisher {
+    fn publish(&mut self, message: &[u8], now_ns: u64) {
+        crate::marketdata::publisher::FeedPublisher::publish(self, message, now_ns);
+    }
+    fn flush(&mut self, now_ns: u64) {
+        crate::marketdata::publisher::FeedPublisher::flush(self, now_ns);
+    }
+    fn poll_timers(&mut self, now_ns: u64) {
+        crate::marketdata::publisher::FeedPublisher::poll_timers(self, now_ns);
+    }
+    fn end_of_session(&mut self, now_ns: u64) {
+        crate::marketdata::publisher::FeedPublisher::end_of_session(self, now_ns);
+    }
+}
+
 /// The exchange's sink on the engine thread: encode once, append to the streams, publish.
 pub struct Outputs<F: FeedOut> {
     ouch: Vec<StreamWriter>,
     itch: StreamWriter,
-    pub feed: F,
-    /// False while recovery replays the journal: rebuild the streams, send nothing.
-    live: bool,
+    /// None while recovery replays the journal: rebuild the streams, send nothing.
+    pub feed: Option<F>,
     now_ns: u64,
     /// ITCH End of Messages seen: the day is over.
     pub day_ended: bool,
@@ -81,8 +95,8 @@ impl<F: FeedOut> Sink for Outputs<F> {
         ) {
             self.day_ended = true;
         }
-        if self.live {
-            self.feed.publish(&buf[..n], self.now_ns);
+        if let Some(feed) = self.feed.as_mut() {
+            feed.publish(&buf[..n], self.now_ns);
         }
     }
 }
@@ -108,12 +122,13 @@ pub const OUCH_STREAM_BYTES: u64 = 1 << 30;
 pub const OUCH_STREAM_MESSAGES: u64 = 32 << 20;
 
 impl<C: Clock, F: FeedOut> Engine<C, F> {
-    /// Open (or start) the journal, replay it to rebuild the exchange and the streams, and
-    /// return an engine ready for new inputs. `progress(done, total)` reports the replay.
+    /// Open (or start) the journal, replay it to rebuild the exchange and the streams, then
+    /// open the feed at the next ITCH sequence number (`make_feed(next_seq)`). Returns an
+    /// engine ready for new inputs. `progress(done, total)` reports the replay.
     pub fn recover(
         config: &Config,
         mut clock: C,
-        feed: F,
+        make_feed: impl FnOnce(u64) -> Result<F, String>,
         mut progress: impl FnMut(u64, u64),
     ) -> Result<Self, String> {
         let journal_config = journal_config(config);
@@ -131,8 +146,7 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
         let outputs = Outputs {
             ouch: ouch_writers,
             itch,
-            feed,
-            live: false,
+            feed: None,
             now_ns: 0,
             day_ended: false,
             full: None,
@@ -161,7 +175,7 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
         } else {
             engine.replay_journal(&config.journal.dir, report.last_seq, &mut progress)?;
         }
-        engine.outputs.live = true;
+        engine.outputs.feed = Some(make_feed(engine.next_itch_seq())?);
         Ok(engine)
     }
 
@@ -302,7 +316,21 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
                 .get_or_insert(format!("journal flush failed: {e}"));
             return;
         }
-        self.outputs.feed.flush(now_ns);
+        if let Some(feed) = self.outputs.feed.as_mut() {
+            feed.flush(now_ns);
+        }
+    }
+
+    /// The journal's current time (for stamps outside inputs, e.g. GLIMPSE snapshots).
+    pub fn now(&mut self) -> Timestamp {
+        self.sequencer.now()
+    }
+
+    pub fn feed(&mut self) -> &mut F {
+        self.outputs
+            .feed
+            .as_mut()
+            .expect("the feed opens after recovery")
     }
 }
 

@@ -8,6 +8,9 @@ pub mod engine;
 use crate::config::{Config, WaitStrategy};
 use crate::exchange::{Admin, Outcome};
 use crate::gateway::Gateway;
+use crate::marketdata::ServerHandle;
+use crate::marketdata::glimpse::{GlimpseConfig, GlimpseServer, SnapshotDesk, snapshot_channel};
+use crate::marketdata::rerequest::{RerequestConfig, RerequestServer};
 use crate::sequencer::SystemClock;
 use crate::types::Locate;
 use crate::wire::ascii::SessionId;
@@ -21,6 +24,7 @@ use std::time::{Duration, Instant};
 
 const GATEWAY_TOKENS: usize = 0;
 const ADMIN_TOKENS: usize = 1 << 20;
+const WAKER_TOKEN: Token = Token(1 << 21);
 /// Heartbeats and timeouts are checked this often.
 const TIMER_INTERVAL_NS: u64 = 10_000_000;
 /// Longest sleep in `park` mode: bounds how late a stop request or a timer is noticed.
@@ -31,11 +35,18 @@ const PARK_TIMEOUT: Duration = Duration::from_millis(5);
 pub struct Listening {
     pub gateway: SocketAddr,
     pub admin: SocketAddr,
+    pub rerequest: SocketAddr,
+    pub snapshot: SocketAddr,
+    pub feed: SocketAddr,
 }
 
 impl std::fmt::Display for Listening {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "listening gateway={} admin={}", self.gateway, self.admin)
+        write!(
+            f,
+            "listening gateway={} admin={} rerequest={} snapshot={} feed={}",
+            self.gateway, self.admin, self.rerequest, self.snapshot, self.feed
+        )
     }
 }
 
@@ -44,6 +55,10 @@ pub struct Daemon<F: FeedOut> {
     engine: Engine<SystemClock, F>,
     gateway: Gateway,
     admin: AdminServer,
+    /// Answers GLIMPSE snapshot requests between inputs.
+    desk: SnapshotDesk,
+    /// Re-request and GLIMPSE server threads; stopped when the daemon is dropped.
+    servers: Vec<ServerHandle>,
     config: Config,
     started: Instant,
     stop: Arc<AtomicBool>,
@@ -52,9 +67,14 @@ pub struct Daemon<F: FeedOut> {
 
 impl<F: FeedOut> Daemon<F> {
     /// Recover the journal and bind every listener. Nothing is accepted before recovery ends.
-    pub fn start(config: Config, feed: F, stop: Arc<AtomicBool>) -> Result<Self, String> {
+    /// `make_feed(next_itch_seq)` opens the market-data publisher after recovery.
+    pub fn start(
+        config: Config,
+        make_feed: impl FnOnce(u64) -> Result<F, String>,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Self, String> {
         let bar = progress_bar();
-        let engine = Engine::recover(&config, SystemClock, feed, |done, total| {
+        let engine = Engine::recover(&config, SystemClock, make_feed, |done, total| {
             bar.set_length(total);
             bar.set_position(done);
         })?;
@@ -84,11 +104,29 @@ impl<F: FeedOut> Daemon<F> {
         })?;
         let admin = AdminServer::bind(config.admin.listen, poll.registry(), ADMIN_TOKENS)
             .map_err(|e| format!("cannot listen for admin on {}: {e}", config.admin.listen))?;
+        let waker = Arc::new(
+            mio::Waker::new(poll.registry(), WAKER_TOKEN)
+                .map_err(|e| format!("cannot create the poll waker: {e}"))?,
+        );
+        let wake: crate::marketdata::glimpse::Waker = Arc::new(move || {
+            let _ = waker.wake();
+        });
+        let (requester, desk) =
+            snapshot_channel(GlimpseConfig::DEFAULT_MAX_CONNECTIONS, Some(wake));
+        let glimpse = GlimpseConfig::from_config(&config.feed, &config.accounts)?;
+        let glimpse = GlimpseServer::spawn(glimpse, requester)
+            .map_err(|e| format!("cannot serve GLIMPSE on {}: {e}", config.feed.snapshot))?;
+        let rerequest = RerequestConfig::from_feed(&config.feed)?;
+        let rerequest = RerequestServer::bind(&rerequest, engine.itch_stream().clone())
+            .and_then(RerequestServer::spawn)
+            .map_err(|e| format!("cannot serve re-requests on {}: {e}", config.feed.rerequest))?;
         Ok(Daemon {
             poll,
             engine,
             gateway,
             admin,
+            desk,
+            servers: vec![rerequest, glimpse],
             config,
             started: Instant::now(),
             stop,
@@ -100,6 +138,9 @@ impl<F: FeedOut> Daemon<F> {
         Listening {
             gateway: self.gateway.local_addr().expect("bound"),
             admin: self.admin.local_addr().expect("bound"),
+            rerequest: self.servers[0].local_addr(),
+            snapshot: self.servers[1].local_addr(),
+            feed: self.config.feed.group,
         }
     }
 
@@ -141,9 +182,10 @@ impl<F: FeedOut> Daemon<F> {
             if now.saturating_sub(last_timer_ns) >= TIMER_INTERVAL_NS {
                 last_timer_ns = now;
                 self.gateway.on_timer(registry, now);
-                self.engine.outputs.feed.poll_timers(now);
+                self.engine.feed().poll_timers(now);
             }
             self.after_day_end(now);
+            self.answer_snapshots();
             if let Some(fatal) = self.engine.fatal.clone() {
                 self.shutdown();
                 return Err(fatal);
@@ -151,6 +193,14 @@ impl<F: FeedOut> Daemon<F> {
         }
         self.shutdown();
         Ok(())
+    }
+
+    /// GLIMPSE: between two inputs, the book and the next ITCH number agree.
+    fn answer_snapshots(&mut self) {
+        let ts = self.engine.now();
+        let next = self.engine.next_itch_seq();
+        self.desk
+            .answer_snapshot_requests(&self.engine.exchange, next, ts);
     }
 
     fn poll_timeout(&self) -> Duration {
@@ -224,7 +274,7 @@ impl<F: FeedOut> Daemon<F> {
         if self.engine.outputs.day_ended && !self.day_end_handled {
             self.day_end_handled = true;
             self.gateway.end_of_day();
-            self.engine.outputs.feed.end_of_session(now);
+            self.engine.feed().end_of_session(now);
             tracing::info!("end of day: sessions end once they have every message");
         }
     }

@@ -11,8 +11,31 @@ use std::time::Duration;
 
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A free UDP port on loopback (bound then released: the small race is acceptable in tests).
+pub fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A multicast group no other test process uses at the same time.
+pub fn unique_group() -> std::net::SocketAddrV4 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let pid = std::process::id();
+    let ip = std::net::Ipv4Addr::new(239, 193, (pid % 250) as u8, (n % 250) as u8 + 1);
+    std::net::SocketAddrV4::new(ip, free_udp_port())
+}
+
 /// A config for tests: every listener on port 0, journal under `dir`.
 pub fn config_text(dir: &Path, extra: &str) -> String {
+    config_with_group(dir, extra, unique_group())
+}
+
+pub fn config_with_group(dir: &Path, extra: &str, group: std::net::SocketAddrV4) -> String {
     format!(
         r#"
 [gateway]
@@ -23,7 +46,7 @@ dir = "{journal}"
 durability = "flush"
 segment_bytes = 4194304
 [feed]
-group = "239.192.7.1:0"
+group = "{group}"
 interface = "127.0.0.1"
 session = "TEST000001"
 rerequest = "127.0.0.1:0"
@@ -56,7 +79,8 @@ max_order_notional = 5000000
 symbol = "MSFT"
 tick = 100
 "#,
-        journal = dir.join("journal").display()
+        journal = dir.join("journal").display(),
+        group = group
     )
 }
 
@@ -64,6 +88,9 @@ pub struct Venue {
     pub child: Child,
     pub gateway: SocketAddr,
     pub admin: SocketAddr,
+    pub rerequest: SocketAddr,
+    pub snapshot: SocketAddr,
+    pub feed: std::net::SocketAddrV4,
     pub config: PathBuf,
     pub journal: PathBuf,
 }
@@ -91,9 +118,16 @@ impl Venue {
             let rest = &line[at + name.len() + 1..];
             rest.split_whitespace().next().unwrap().parse().unwrap()
         };
+        let feed = match field("feed") {
+            SocketAddr::V4(v4) => v4,
+            other => panic!("feed {other}"),
+        };
         Venue {
             gateway: field("gateway"),
             admin: field("admin"),
+            rerequest: field("rerequest"),
+            snapshot: field("snapshot"),
+            feed,
             child,
             config,
             journal: dir.join("journal"),
@@ -143,4 +177,106 @@ pub fn bourse(args: &[&str]) -> (bool, String) {
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
     )
+}
+
+/// Joins the venue's feed and collects every ITCH message from sequence 1 in order, filling
+/// gaps (including the start of day it missed by joining late) from the re-request server.
+pub struct FeedCollector {
+    receiver: bourse::marketdata::receiver::FeedReceiver,
+    rerequest: SocketAddr,
+    session: bourse::wire::ascii::SessionId,
+    pub messages: Vec<Vec<u8>>,
+    pub ended: bool,
+    /// Drop every n-th data packet on purpose (0 = none) to exercise re-requests.
+    pub drop_every: u64,
+    data_packets: u64,
+    pub rerequests: u64,
+}
+
+impl FeedCollector {
+    pub fn join(venue: &Venue) -> FeedCollector {
+        let receiver = bourse::marketdata::receiver::FeedReceiver::join(
+            venue.feed,
+            std::net::Ipv4Addr::LOCALHOST,
+            Duration::from_millis(200),
+        )
+        .unwrap();
+        FeedCollector {
+            receiver,
+            rerequest: venue.rerequest,
+            session: bourse::wire::ascii::SessionId::new("TEST000001").unwrap(),
+            messages: Vec::new(),
+            ended: false,
+            drop_every: 0,
+            data_packets: 0,
+            rerequests: 0,
+        }
+    }
+
+    /// Receive until End of Session, or until `deadline` passes.
+    pub fn run_until_end(&mut self, timeout: Duration) {
+        use bourse::marketdata::receiver::RecvError;
+        use bourse::wire::moldudp64::PacketKind;
+        let deadline = std::time::Instant::now() + timeout;
+        while !self.ended && std::time::Instant::now() < deadline {
+            let (kind, first, blocks) = match self.receiver.recv() {
+                Ok(r) => {
+                    let blocks: Vec<Vec<u8>> =
+                        r.packet.messages().map(|(_, m)| m.to_vec()).collect();
+                    (r.packet.kind(), r.packet.header.sequence, blocks)
+                }
+                Err(RecvError::Timeout) => continue,
+                Err(e) => panic!("feed receive: {e:?}"),
+            };
+            if kind == PacketKind::Data {
+                self.data_packets += 1;
+                if self.drop_every > 0 && self.data_packets.is_multiple_of(self.drop_every) {
+                    continue;
+                }
+            }
+            let next = self.messages.len() as u64 + 1;
+            if first > next {
+                self.fill(next, first);
+            }
+            let skip = (self.messages.len() as u64 + 1).saturating_sub(first) as usize;
+            if first <= self.messages.len() as u64 + 1 {
+                self.messages.extend(blocks.into_iter().skip(skip));
+            }
+            if kind == PacketKind::EndOfSession {
+                let end = first;
+                if end > self.messages.len() as u64 + 1 {
+                    self.fill(self.messages.len() as u64 + 1, end);
+                }
+                self.ended = true;
+            }
+        }
+    }
+
+    /// Re-request messages `from .. until` (exclusive) until they are all here.
+    pub fn fill(&mut self, from: u64, until: u64) {
+        let mut next = from;
+        for _ in 0..10_000 {
+            if next >= until {
+                return;
+            }
+            let count = (until - next).min(u16::MAX as u64) as u16;
+            self.rerequests += 1;
+            let answer = bourse::marketdata::receiver::request_retransmission(
+                self.rerequest,
+                self.session,
+                next,
+                count,
+                Duration::from_secs(2),
+            )
+            .unwrap()
+            .expect("the re-request server answers");
+            let packet = bourse::wire::moldudp64::Packet::decode(&answer).unwrap();
+            assert_eq!(packet.header.sequence, next);
+            for (_, m) in packet.messages() {
+                self.messages.push(m.to_vec());
+                next += 1;
+            }
+        }
+        panic!("re-requests made no progress");
+    }
 }
