@@ -9,3 +9,4 @@ pub mod book;
 pub mod exchange;
 pub mod types;
 pub mod wire;
+pub mod workload;
