@@ -14,6 +14,8 @@ struct Gen {
     kinds: [u64; 6],
     min_price: u32,
     max_price: u32,
+    /// Tokens (new order ids) used by each account.
+    tokens: Vec<u32>,
 }
 
 fn pick_side(rng: &mut Rng) -> Side {
@@ -49,11 +51,19 @@ impl Gen {
             kinds: [0; 6],
             min_price: u32::MAX,
             max_price: 0,
+            tokens: Vec::new(),
         }
     }
 
     fn push(&mut self, op: Op, traded: bool) {
         self.kinds[op.kind_index()] += 1;
+        if !matches!(op, Op::Cancel { .. } | Op::Reduce { .. }) {
+            let account = usize::from(op.account());
+            if self.tokens.len() <= account {
+                self.tokens.resize(account + 1, 0);
+            }
+            self.tokens[account] += 1;
+        }
         self.trading_ops += u64::from(traded);
         self.ops.push(op);
     }
@@ -78,6 +88,7 @@ impl Gen {
         let id = self.model.new_id(account, side);
         self.see_price(price);
         let left = self.model.take(side, Some(price), shares);
+        self.model.orders[id as usize].executed = shares - left;
         if left > 0 {
             self.model.rest(id, price, left);
         }
@@ -183,6 +194,7 @@ impl Gen {
             trading_ops: self.trading_ops,
             kinds: self.kinds,
             final_resting: self.model.live_count(),
+            max_tokens_per_account: self.tokens.iter().copied().max().unwrap_or(0),
         };
         Stream {
             spec,
@@ -204,18 +216,17 @@ pub(crate) fn generate(spec: Spec) -> Stream {
 }
 
 /// Limit + cancel stream shaped like the QuantCup 2011 feed: a random-walk mid price, limit
-/// orders a geometric number of ticks from the top (about one in five priced through the
-/// mid), and about half the messages cancels of a random live order.
+/// orders a geometric number of ticks from the top (one in twenty priced through the mid), and about half the messages cancels of a random live order.
 fn quantcup(spec: Spec) -> Stream {
     const ACCOUNTS: u16 = 100;
     let mut g = Gen::new(&spec);
     let mut mid: u32 = 10_000;
     while g.ops.len() < spec.ops as usize {
-        if g.rng.chance(1, 10) {
+        if g.rng.chance(1, 50) {
             mid = if g.rng.chance(1, 2) { mid + 1 } else { mid - 1 };
         }
         let live = g.model.live_count();
-        let cancel_odds = if live > spec.target_resting { 60 } else { 50 };
+        let cancel_odds = if live > spec.target_resting { 52 } else { 45 };
         if live > 0 && g.rng.chance(cancel_odds, 100) {
             let id = g.model.random_live(&mut g.rng).expect("live order");
             g.cancel(id);
@@ -223,7 +234,7 @@ fn quantcup(spec: Spec) -> Stream {
         }
         let account = g.rng.below(u64::from(ACCOUNTS)) as u16;
         let side = pick_side(&mut g.rng);
-        let price = if g.rng.chance(1, 5) {
+        let price = if g.rng.chance(1, 20) {
             aggressive(side, mid, g.rng.geometric(0.5, 5))
         } else {
             passive(side, mid, 1 + g.rng.geometric(0.2, 60))
@@ -284,12 +295,17 @@ fn exchange_core(spec: Spec) -> Stream {
             _ => {
                 let id = g.model.random_live(&mut g.rng).expect("live order");
                 let state = g.model.orders[id as usize];
+                let side = g.model.side_of(id);
                 // Moves wander a few ticks either way; orders that drifted more than the
                 // half spread from the mid are pulled back towards it.
                 let distance = state.price.abs_diff(mid);
                 let step = g.rng.range(1, 8) as u32;
                 let toward_mid = distance > HALF_SPREAD || g.rng.chance(1, 2);
-                let price = if toward_mid == (state.price < mid) {
+                let price = if g.rng.chance(1, 25) {
+                    // Now and then a move goes for the other side's top.
+                    let top = g.model.best(side.opposite()).unwrap_or(mid);
+                    aggressive(side, top, g.rng.range(0, 2) as u32)
+                } else if toward_mid == (state.price < mid) {
                     state.price + step
                 } else {
                     state.price.saturating_sub(step).max(1)

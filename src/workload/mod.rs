@@ -135,7 +135,7 @@ impl Spec {
     /// The default size of each workload used by the benchmarks.
     pub fn standard(workload: Workload, seed: u64) -> Spec {
         let (ops, target_resting) = match workload {
-            Workload::QuantCup => (200_000, 2_000),
+            Workload::QuantCup => (200_000, 1_000),
             Workload::ExchangeCore => (1_000_000, 1_000),
             Workload::DeepBook => (4_000_000, 1_000_000),
             Workload::Sweep => (200_000, 8_000),
@@ -178,6 +178,8 @@ pub struct Stats {
     pub kinds: [u64; 6],
     /// Resting orders at the end.
     pub final_resting: u32,
+    /// Most order tokens (new ids) one account uses.
+    pub max_tokens_per_account: u32,
 }
 
 /// A generated stream with its statistics.

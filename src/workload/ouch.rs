@@ -16,7 +16,8 @@ pub fn account_name(index: u16) -> String {
     format!("U{index:05}")
 }
 
-/// A [`Venue::demo`] with one symbol and `accounts` accounts (firm `F` + 3 digits, cycling).
+/// A [`Venue::demo`] with one symbol and `accounts` accounts (firm `F` + 3 digits, cycling),
+/// without the fat-finger limits (shares up to the OUCH maximum, no notional cap).
 pub fn demo_venue(symbol: &str, accounts: u16, limits: Limits) -> Venue {
     let names: Vec<(String, String)> = (0..accounts)
         .map(|a| (account_name(a), format!("F{:03}", a % 1000)))
@@ -25,7 +26,11 @@ pub fn demo_venue(symbol: &str, accounts: u16, limits: Limits) -> Venue {
         .iter()
         .map(|(u, f)| (u.as_str(), f.as_str()))
         .collect();
-    Venue::demo(&[symbol], &pairs, limits)
+    let mut venue = Venue::demo(&[symbol], &pairs, limits);
+    // Sweeps take hundreds of levels: allow any OUCH size and no notional cap.
+    venue.symbols[0].max_order_shares = 999_999;
+    venue.symbols[0].max_order_notional = None;
+    venue
 }
 
 /// The 14-byte token of order `id`: its decimal digits, zero-padded. Ids are unique across

@@ -191,7 +191,7 @@ fn inputs_drive_the_exchange_without_ignored_messages() {
         let limits = Limits {
             orders_per_symbol: stream.stats.max_resting + 16,
             levels_per_side: stream.stats.max_levels + 16,
-            tokens_per_account: stream.stats.ids,
+            tokens_per_account: stream.stats.max_tokens_per_account,
         };
         let venue = demo_venue("BNCH", stream.stats.accounts, limits);
         let mut exchange = Exchange::new(venue).expect("venue");
