@@ -18,3 +18,4 @@ pub mod sequencer;
 pub mod stream;
 pub mod types;
 pub mod wire;
+pub mod workload;
