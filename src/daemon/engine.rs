@@ -19,6 +19,7 @@ use crate::stream::{StreamReader, StreamWriter, stream};
 use crate::types::{AccountId, Timestamp};
 use crate::wire::ouch::Inbound;
 use crate::wire::{itch, ouch};
+use std::sync::atomic::Ordering;
 
 /// Largest encoded OUCH/ITCH message.
 const MESSAGE_BYTES_MAX: usize = 96;
@@ -95,9 +96,6 @@ impl<F: FeedOut> Sink for Outputs<F> {
         ) {
             self.day_ended = true;
         }
-        if let Some(feed) = self.feed.as_mut() {
-            feed.publish(&buf[..n], self.now_ns);
-        }
     }
 }
 
@@ -112,6 +110,10 @@ pub struct Engine<C: Clock, F: FeedOut> {
     tick_ns: u64,
     /// A journal or stream failure: stop taking inputs and shut down.
     pub fatal: Option<String>,
+    durability: Durability,
+    /// ITCH messages handed to the feed so far (the rest wait for durability).
+    itch_published: u64,
+    awaiting: bool,
     pub recovery: RecoveryReport,
 }
 
@@ -168,6 +170,9 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
             last_tick: Timestamp(0),
             tick_ns: config.engine.tick_ms.max(1) * 1_000_000,
             fatal: None,
+            durability: journal_durability(config.journal.durability),
+            itch_published: 0,
+            awaiting: false,
             recovery: report.clone(),
         };
         if report.last_seq == 0 {
@@ -176,6 +181,7 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
             engine.replay_journal(&config.journal.dir, report.last_seq, &mut progress)?;
         }
         engine.outputs.feed = Some(make_feed(engine.next_itch_seq())?);
+        engine.itch_published = engine.itch_reader.len();
         Ok(engine)
     }
 
@@ -310,15 +316,54 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
     }
 
     /// End of a batch: make the batch durable (group commit), then let the feed send.
-    pub fn end_batch(&mut self, now_ns: u64) {
+    /// End of a batch: make the batch durable (group commit). Returns whether its outputs may
+    /// leave now: always in `async` and `flush` modes (after the msync); in `replicated` mode
+    /// only once a standby has confirmed the batch's last input (until then
+    /// [`Self::awaiting_confirmation`] is true and the caller takes no new inputs).
+    pub fn end_batch(&mut self, now_ns: u64) -> bool {
         if let Err(e) = self.sequencer.flush() {
             self.fatal
                 .get_or_insert(format!("journal flush failed: {e}"));
+            return false;
+        }
+        self.try_release(now_ns)
+    }
+
+    /// Release the batch if the durability mode allows: publish its ITCH messages.
+    pub fn try_release(&mut self, now_ns: u64) -> bool {
+        let last_seq = self.exchange.last_seq();
+        let confirmed = self
+            .sequencer
+            .journal()
+            .confirmed_seq_handle()
+            .load(Ordering::Acquire);
+        self.awaiting = self.durability == Durability::Replicated && confirmed < last_seq;
+        if self.awaiting {
+            return false;
+        }
+        self.publish_released(now_ns);
+        true
+    }
+
+    /// Inputs are journaled but not yet confirmed by a standby: hold replies, take no input.
+    pub fn awaiting_confirmation(&self) -> bool {
+        self.awaiting
+    }
+
+    /// Hand every ITCH message not yet published to the feed, then send the partial packet.
+    fn publish_released(&mut self, now_ns: u64) {
+        let Some(feed) = self.outputs.feed.as_mut() else {
             return;
+        };
+        let last = self.itch_reader.len();
+        for seq in self.itch_published + 1..=last {
+            feed.publish(
+                self.itch_reader.get(seq).expect("published message"),
+                now_ns,
+            );
         }
-        if let Some(feed) = self.outputs.feed.as_mut() {
-            feed.flush(now_ns);
-        }
+        self.itch_published = last;
+        feed.flush(now_ns);
     }
 
     /// The journal's current time (for stamps outside inputs, e.g. GLIMPSE snapshots).
@@ -349,12 +394,16 @@ impl<C: Clock, F: FeedOut> Intake for Engine<C, F> {
     }
 }
 
-fn journal_config(config: &Config) -> JournalConfig {
-    let durability = match config.journal.durability {
+fn journal_durability(mode: crate::config::DurabilityMode) -> Durability {
+    match mode {
         crate::config::DurabilityMode::Async => Durability::Async,
         crate::config::DurabilityMode::Flush => Durability::Flush,
         crate::config::DurabilityMode::Replicated => Durability::Replicated,
-    };
+    }
+}
+
+pub(crate) fn journal_config(config: &Config) -> JournalConfig {
+    let durability = journal_durability(config.journal.durability);
     JournalConfig {
         segment_bytes: config.journal.segment_bytes,
         max_payload_bytes: config.journal.max_payload_bytes,

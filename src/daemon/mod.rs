@@ -29,6 +29,8 @@ const WAKER_TOKEN: Token = Token(1 << 21);
 const TIMER_INTERVAL_NS: u64 = 10_000_000;
 /// Longest sleep in `park` mode: bounds how late a stop request or a timer is noticed.
 const PARK_TIMEOUT: Duration = Duration::from_millis(5);
+/// How often a batch waiting for the standby's confirmation looks again.
+const AWAIT_CONFIRMATION_POLL: Duration = Duration::from_micros(50);
 
 /// Where the running daemon listens (ports resolved when the config says 0).
 #[derive(Clone, Debug)]
@@ -170,22 +172,40 @@ impl<F: FeedOut> Daemon<F> {
             }
             let now = self.now_ns();
             self.engine.set_now(now);
+            // While a batch waits for the standby (replicated mode) no new input is read:
+            // the gateway's events are deferred, which pushes back on the clients.
+            let paused = self.engine.awaiting_confirmation();
             for event in events.iter() {
-                self.dispatch(event.token(), now, &streams);
+                if paused
+                    && self.gateway.owns(event.token())
+                    && !self.gateway.is_listener(event.token())
+                {
+                    self.gateway.defer(event.token());
+                } else {
+                    self.dispatch(event.token(), now, &streams);
+                }
             }
             let registry = self.poll.registry();
-            self.gateway
-                .on_idle(registry, now, &streams, &mut self.engine);
-            self.engine.tick_if_due();
-            self.engine.end_batch(now);
-            self.gateway.pump(&streams, registry, now);
+            let released = if paused {
+                self.engine.try_release(now)
+            } else {
+                self.gateway
+                    .on_idle(registry, now, &streams, &mut self.engine);
+                self.engine.tick_if_due();
+                self.engine.end_batch(now)
+            };
+            if released {
+                self.gateway.pump(&streams, registry, now);
+            }
             if now.saturating_sub(last_timer_ns) >= TIMER_INTERVAL_NS {
                 last_timer_ns = now;
                 self.gateway.on_timer(registry, now);
                 self.engine.feed().poll_timers(now);
             }
             self.after_day_end(now);
-            self.answer_snapshots();
+            if !self.engine.awaiting_confirmation() {
+                self.answer_snapshots();
+            }
             if let Some(fatal) = self.engine.fatal.clone() {
                 self.shutdown();
                 return Err(fatal);
@@ -204,6 +224,9 @@ impl<F: FeedOut> Daemon<F> {
     }
 
     fn poll_timeout(&self) -> Duration {
+        if self.engine.awaiting_confirmation() {
+            return AWAIT_CONFIRMATION_POLL;
+        }
         if self.gateway.has_pending_reads() {
             return Duration::ZERO;
         }

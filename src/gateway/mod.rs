@@ -117,6 +117,21 @@ impl Gateway {
         }
     }
 
+    pub fn is_listener(&self, token: Token) -> bool {
+        token.0 == self.token_base
+    }
+
+    /// Serve this connection's event later (input is paused); accepts happen now.
+    pub fn defer(&mut self, token: Token) {
+        if token.0 == self.token_base {
+            return;
+        }
+        let index = token.0 - self.token_base - 1;
+        if !self.read_again.contains(&index) {
+            self.read_again.push(index);
+        }
+    }
+
     pub fn has_pending_reads(&self) -> bool {
         !self.read_again.is_empty()
     }
