@@ -150,6 +150,9 @@ pub struct ReplicationConfig {
     pub listen: SocketAddr,
     /// For `bourse standby`: the primary's replication address.
     pub primary: Option<SocketAddr>,
+    /// For `bourse standby`: the primary's admin address, probed before taking over (fencing:
+    /// a primary that still answers here is alive, only the replication link was lost).
+    pub primary_admin: Option<SocketAddr>,
     /// A standby takes over after this long without hearing from the primary.
     pub takeover_ms: u64,
     pub heartbeat_ms: u64,
@@ -160,6 +163,7 @@ impl Default for ReplicationConfig {
         ReplicationConfig {
             listen: "127.0.0.1:15100".parse().expect("literal"),
             primary: None,
+            primary_admin: None,
             takeover_ms: 500,
             heartbeat_ms: 100,
         }

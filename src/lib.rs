@@ -14,6 +14,7 @@ pub mod gateway;
 pub mod journal;
 pub mod marketdata;
 pub mod replay;
+pub mod replication;
 pub mod sequencer;
 pub mod stream;
 pub mod types;

@@ -29,6 +29,13 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Follow the primary named by [replication] primary: journal and apply every record as
+    /// it arrives, and take over (order entry, feed, re-request, snapshot) when it is gone.
+    Standby {
+        /// TOML configuration file; its [journal] dir is the standby's own.
+        #[arg(long)]
+        config: PathBuf,
+    },
     /// Recompute every output of a journal offline with the pure core and print digests
     /// (SHA-256 of the ITCH stream and of each account's OUCH stream, state digest).
     Replay {
@@ -65,6 +72,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run { config } => run(config),
+        Command::Standby { config } => standby(config),
         Command::Replay { journal, itch_out } => replay(&journal, itch_out),
         Command::Admin { config, action } => admin_command(config, action),
     };
@@ -105,6 +113,26 @@ fn run(config: Option<PathBuf>) -> Result<(), String> {
     let mut daemon = Daemon::start(config.clone(), make_feed, stop)?;
     println!("{}", daemon.listening());
     daemon.run()
+}
+
+fn standby(config: PathBuf) -> Result<(), String> {
+    init_logging();
+    let config = load_config(Some(config))?;
+    let stop = stop_on_signals()?;
+    let publisher = PublisherConfig::from_feed(&config.feed)?;
+    let make_feed = |next_seq| {
+        FeedPublisher::new(&publisher, next_seq, 0)
+            .map_err(|e| format!("cannot open the multicast feed {}: {e}", publisher.group))
+    };
+    let primary = config
+        .replication
+        .primary
+        .map(|p| p.to_string())
+        .unwrap_or_default();
+    println!("following primary={primary}");
+    bourse::replication::standby::run(config.clone(), make_feed, stop, |listening| {
+        println!("{listening}");
+    })
 }
 
 fn replay(journal: &std::path::Path, itch_out: Option<PathBuf>) -> Result<(), String> {

@@ -131,10 +131,47 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
         config: &Config,
         mut clock: C,
         make_feed: impl FnOnce(u64) -> Result<F, String>,
+        progress: impl FnMut(u64, u64),
+    ) -> Result<Self, String> {
+        let day_epoch = day_epoch_of(clock.unix_ns());
+        let mut engine = Self::open(config, clock, day_epoch, progress)?;
+        if engine.exchange.last_seq() == 0 {
+            engine.start_day()?;
+        }
+        engine.open_feed(make_feed)?;
+        Ok(engine)
+    }
+
+    /// A standby's engine: the journal recovered and replayed, but no day started (the
+    /// primary's records, start of day included, arrive through [`Self::apply_replicated`])
+    /// and no feed until it takes over. A new journal gets the primary's day epoch.
+    pub fn follower(
+        config: &Config,
+        clock: C,
+        day_epoch_unix_ns: u64,
+        progress: impl FnMut(u64, u64),
+    ) -> Result<Self, String> {
+        Self::open(config, clock, day_epoch_unix_ns, progress)
+    }
+
+    /// Open the market-data feed at the next ITCH sequence number (after recovery, or when a
+    /// standby takes over).
+    pub fn open_feed(
+        &mut self,
+        make_feed: impl FnOnce(u64) -> Result<F, String>,
+    ) -> Result<(), String> {
+        self.outputs.feed = Some(make_feed(self.next_itch_seq())?);
+        self.itch_published = self.itch_reader.len();
+        Ok(())
+    }
+
+    fn open(
+        config: &Config,
+        clock: C,
+        day_epoch: u64,
         mut progress: impl FnMut(u64, u64),
     ) -> Result<Self, String> {
         let journal_config = journal_config(config);
-        let day_epoch = day_epoch_of(clock.unix_ns());
         let (writer, report) =
             JournalWriter::open_or_create(journal_config, day_epoch).map_err(|e| e.to_string())?;
         if let Some(tail) = &report.torn_tail {
@@ -175,14 +212,60 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
             awaiting: false,
             recovery: report.clone(),
         };
-        if report.last_seq == 0 {
-            engine.start_day()?;
-        } else {
+        if report.last_seq > 0 {
             engine.replay_journal(&config.journal.dir, report.last_seq, &mut progress)?;
         }
-        engine.outputs.feed = Some(make_feed(engine.next_itch_seq())?);
-        engine.itch_published = engine.itch_reader.len();
         Ok(engine)
+    }
+
+    /// A standby applies a record from the primary: journal it with the primary's timestamp
+    /// (it must get the same sequence number), then apply it.
+    pub fn apply_replicated(
+        &mut self,
+        seq: u64,
+        timestamp: Timestamp,
+        kind: u8,
+        payload: &[u8],
+    ) -> Result<(), String> {
+        let own = self
+            .sequencer
+            .append_at(timestamp, kind, payload)
+            .map_err(|e| e.to_string())?;
+        if own != seq {
+            return Err(format!(
+                "replicated record {seq} landed at {own} in this journal"
+            ));
+        }
+        if kind == KIND_START_OF_DAY {
+            let header = DayHeader::decode(payload).map_err(|e| e.0)?;
+            if header != self.header {
+                return Err("the primary's journal has other sessions or another venue definition than this config".into());
+            }
+        }
+        replay::apply_record(
+            &mut self.exchange,
+            seq,
+            timestamp,
+            kind,
+            payload,
+            &mut self.outputs,
+        )
+        .map_err(|e| e.to_string())?;
+        if let Some(full) = self.outputs.full.take() {
+            return Err(full);
+        }
+        Ok(())
+    }
+
+    /// The journal's confirmed-by-standby number (raised by the replication server).
+    pub fn confirmed_seq_handle(&self) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+        self.sequencer.journal().confirmed_seq_handle()
+    }
+
+    /// Make everything applied so far durable (a standby acks what this returns).
+    pub fn flush_journal(&mut self) -> Result<u64, String> {
+        self.sequencer.flush().map_err(|e| e.to_string())?;
+        Ok(self.exchange.last_seq())
     }
 
     fn start_day(&mut self) -> Result<(), String> {

@@ -39,6 +39,7 @@ pub struct Listening {
     pub admin: SocketAddr,
     pub rerequest: SocketAddr,
     pub snapshot: SocketAddr,
+    pub replication: SocketAddr,
     pub feed: SocketAddr,
 }
 
@@ -46,8 +47,8 @@ impl std::fmt::Display for Listening {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "listening gateway={} admin={} rerequest={} snapshot={} feed={}",
-            self.gateway, self.admin, self.rerequest, self.snapshot, self.feed
+            "listening gateway={} admin={} rerequest={} snapshot={} replication={} feed={}",
+            self.gateway, self.admin, self.rerequest, self.snapshot, self.replication, self.feed
         )
     }
 }
@@ -88,6 +89,16 @@ impl<F: FeedOut> Daemon<F> {
             segments = r.segments,
             "journal recovered"
         );
+        Self::serve(config, engine, stop)
+    }
+
+    /// Bind every listener around a ready engine (after recovery, or when a standby takes
+    /// over) and start the re-request, GLIMPSE and replication servers.
+    pub fn serve(
+        config: Config,
+        engine: Engine<SystemClock, F>,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Self, String> {
         let poll = Poll::new().map_err(|e| format!("cannot create the event poller: {e}"))?;
         let session =
             SessionId::new(&engine.header.gateway_session).ok_or("bad gateway session")?;
@@ -122,13 +133,31 @@ impl<F: FeedOut> Daemon<F> {
         let rerequest = RerequestServer::bind(&rerequest, engine.itch_stream().clone())
             .and_then(RerequestServer::spawn)
             .map_err(|e| format!("cannot serve re-requests on {}: {e}", config.feed.rerequest))?;
+        let replication = crate::replication::primary::spawn(
+            crate::replication::primary::ReplicationConfig {
+                listen: config.replication.listen,
+                journal_dir: config.journal.dir.clone(),
+                heartbeat_ms: config.replication.heartbeat_ms,
+                silence_ms: config
+                    .replication
+                    .takeover_ms
+                    .max(config.replication.heartbeat_ms * 3),
+            },
+            engine.confirmed_seq_handle(),
+        )
+        .map_err(|e| {
+            format!(
+                "cannot listen for standbys on {}: {e}",
+                config.replication.listen
+            )
+        })?;
         Ok(Daemon {
             poll,
             engine,
             gateway,
             admin,
             desk,
-            servers: vec![rerequest, glimpse],
+            servers: vec![rerequest, glimpse, replication],
             config,
             started: Instant::now(),
             stop,
@@ -142,6 +171,7 @@ impl<F: FeedOut> Daemon<F> {
             admin: self.admin.local_addr().expect("bound"),
             rerequest: self.servers[0].local_addr(),
             snapshot: self.servers[1].local_addr(),
+            replication: self.servers[2].local_addr(),
             feed: self.config.feed.group,
         }
     }

@@ -58,6 +58,17 @@ impl<C: Clock> Sequencer<C> {
         Ok((seq, timestamp))
     }
 
+    /// Journal an input stamped elsewhere (a standby copying its primary's records).
+    pub fn append_at(
+        &mut self,
+        timestamp: Timestamp,
+        kind: u8,
+        payload: &[u8],
+    ) -> Result<u64, JournalError> {
+        self.last = self.last.max(timestamp);
+        self.journal.append(timestamp, kind, payload)
+    }
+
     /// Group commit: make everything appended so far durable per the journal's mode.
     pub fn flush(&mut self) -> Result<u64, JournalError> {
         self.journal.flush()

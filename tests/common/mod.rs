@@ -36,6 +36,16 @@ pub fn config_text(dir: &Path, extra: &str) -> String {
 }
 
 pub fn config_with_group(dir: &Path, extra: &str, group: std::net::SocketAddrV4) -> String {
+    config_full(dir, extra, group, "")
+}
+
+/// `replication` lines go into the `[replication]` table (listen is always port 0).
+pub fn config_full(
+    dir: &Path,
+    extra: &str,
+    group: std::net::SocketAddrV4,
+    replication: &str,
+) -> String {
     format!(
         r#"
 [gateway]
@@ -53,6 +63,9 @@ rerequest = "127.0.0.1:0"
 snapshot = "127.0.0.1:0"
 [admin]
 listen = "127.0.0.1:0"
+[replication]
+listen = "127.0.0.1:0"
+{replication}
 [limits]
 orders_per_symbol = 4096
 levels_per_side = 256
@@ -80,7 +93,8 @@ symbol = "MSFT"
 tick = 100
 "#,
         journal = dir.join("journal").display(),
-        group = group
+        group = group,
+        replication = replication
     )
 }
 
@@ -91,6 +105,7 @@ pub struct Venue {
     pub rerequest: SocketAddr,
     pub snapshot: SocketAddr,
     pub feed: std::net::SocketAddrV4,
+    pub replication: SocketAddr,
     pub config: PathBuf,
     pub journal: PathBuf,
 }
@@ -98,19 +113,15 @@ pub struct Venue {
 impl Venue {
     /// Start `bourse run --config` with `text` written into `dir/bourse.toml`.
     pub fn start(dir: &Path, text: &str) -> Venue {
-        let config = dir.join("bourse.toml");
-        std::fs::write(&config, text).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_bourse"))
-            .args(["run", "--config"])
-            .arg(&config)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start bourse");
+        let (mut child, config) = spawn(dir, text, "run");
         let stdout = child.stdout.take().unwrap();
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line).unwrap();
+        Venue::from_listening(child, &line, config, dir.join("journal"))
+    }
+
+    /// The addresses of a `listening gateway=... ` line.
+    pub fn from_listening(child: Child, line: &str, config: PathBuf, journal: PathBuf) -> Venue {
         let field = |name: &str| -> SocketAddr {
             let at = line
                 .find(&format!("{name}="))
@@ -127,10 +138,11 @@ impl Venue {
             admin: field("admin"),
             rerequest: field("rerequest"),
             snapshot: field("snapshot"),
+            replication: field("replication"),
             feed,
             child,
             config,
-            journal: dir.join("journal"),
+            journal,
         }
     }
 
@@ -155,6 +167,137 @@ impl Drop for Venue {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Spawn `bourse <subcommand> --config dir/bourse.toml` with stdout piped.
+pub fn spawn(dir: &Path, text: &str, subcommand: &str) -> (Child, PathBuf) {
+    let config = dir.join("bourse.toml");
+    std::fs::write(&config, text).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_bourse"))
+        .args([subcommand, "--config"])
+        .arg(&config)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start bourse");
+    (child, config)
+}
+
+/// A `bourse standby` process: its stdout lines arrive on a channel.
+pub struct Standby {
+    pub child: Option<Child>,
+    lines: std::sync::mpsc::Receiver<String>,
+    pub config: PathBuf,
+    pub journal: PathBuf,
+}
+
+impl Standby {
+    pub fn start(dir: &Path, text: &str) -> Standby {
+        let (mut child, config) = spawn(dir, text, "standby");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let first = lines.recv_timeout(TIMEOUT).expect("standby starts");
+        assert!(first.starts_with("following primary="), "{first}");
+        Standby {
+            child: Some(child),
+            lines,
+            config,
+            journal: dir.join("journal"),
+        }
+    }
+
+    /// Wait for the takeover line; `None` if it did not come within `timeout`.
+    pub fn await_takeover(&mut self, timeout: Duration) -> Option<Venue> {
+        let line = self.lines.recv_timeout(timeout).ok()?;
+        let child = self.child.take().unwrap();
+        Some(Venue::from_listening(
+            child,
+            &line,
+            self.config.clone(),
+            self.journal.clone(),
+        ))
+    }
+}
+
+impl Drop for Standby {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A TCP forwarder between a standby and its primary that a test can cut.
+pub struct Proxy {
+    pub addr: SocketAddr,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Proxy {
+    pub fn start(target: SocketAddr) -> Proxy {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cut = std::sync::Arc::new(AtomicBool::new(false));
+        let flag = cut.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { break };
+                if flag.load(Ordering::Relaxed) {
+                    continue; // cut: new connections are dropped at once
+                }
+                let Ok(server) = std::net::TcpStream::connect(target) else {
+                    continue;
+                };
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server.try_clone().unwrap(), client.try_clone().unwrap()),
+                ] {
+                    let flag = flag.clone();
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 16 << 10];
+                        from.set_read_timeout(Some(Duration::from_millis(50)))
+                            .unwrap();
+                        while !flag.load(Ordering::Relaxed) {
+                            match std::io::Read::read(&mut from, &mut buf) {
+                                Ok(0) => break,
+                                Ok(n) => {
+                                    if std::io::Write::write_all(&mut to, &buf[..n]).is_err() {
+                                        break;
+                                    }
+                                }
+                                Err(e)
+                                    if matches!(
+                                        e.kind(),
+                                        std::io::ErrorKind::WouldBlock
+                                            | std::io::ErrorKind::TimedOut
+                                    ) => {}
+                                Err(_) => break,
+                            }
+                        }
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                        let _ = from.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Proxy { addr, cut }
+    }
+
+    /// Cut the link: close every forwarded connection and refuse new ones.
+    pub fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

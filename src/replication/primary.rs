@@ -1,0 +1,234 @@
+//! The primary's side: stream journal records to every standby that connects, from the
+//! sequence number it asks for, and collect its confirmations.
+//!
+//! Each standby gets its own thread with its own tailing reader of the journal files, so the
+//! engine thread never waits on a standby's socket; the only shared state is the journal's
+//! "confirmed by standby" number, which the engine reads in `replicated` mode.
+
+use super::protocol::{self, Frame, TAIL_RECORDS_MAX, VERSION};
+use crate::journal::JournalReader;
+use crate::marketdata::ServerHandle;
+use std::io::{self, BufReader, BufWriter, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// Standbys followed at once.
+const STANDBYS_MAX: usize = 4;
+/// Records sent before the writer is flushed, so a long catch-up still reaches the wire.
+const RECORDS_PER_FLUSH_MAX: u32 = 4096;
+
+pub struct ReplicationConfig {
+    pub listen: SocketAddr,
+    pub journal_dir: PathBuf,
+    pub heartbeat_ms: u64,
+    /// Drop a standby that has sent nothing (no ack) for this long.
+    pub silence_ms: u64,
+}
+
+/// Accept standbys on `config.listen`; each confirmation raises `confirmed` (the journal's
+/// confirmed-by-standby number).
+pub fn spawn(config: ReplicationConfig, confirmed: Arc<AtomicU64>) -> io::Result<ServerHandle> {
+    let listener = TcpListener::bind(config.listen)?;
+    listener.set_nonblocking(true)?;
+    let local = listener.local_addr()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop_flag = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name("replication".into())
+        .spawn(move || accept_loop(listener, config, confirmed, stop_flag))?;
+    Ok(ServerHandle::new(stop, thread, local))
+}
+
+fn accept_loop(
+    listener: TcpListener,
+    config: ReplicationConfig,
+    confirmed: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+) {
+    let config = Arc::new(config);
+    let followers = Arc::new(AtomicUsize::new(0));
+    while !stop.load(Ordering::Relaxed) {
+        let (stream, peer) = match listener.accept() {
+            Ok(x) => x,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!("replication accept failed: {e}");
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        };
+        if followers.load(Ordering::Relaxed) >= STANDBYS_MAX {
+            tracing::warn!(%peer, "replication: refused a standby, {STANDBYS_MAX} already follow");
+            continue;
+        }
+        followers.fetch_add(1, Ordering::Relaxed);
+        let (config, confirmed, stop, followers) = (
+            config.clone(),
+            confirmed.clone(),
+            stop.clone(),
+            followers.clone(),
+        );
+        let spawned = std::thread::Builder::new()
+            .name("replication-follower".into())
+            .spawn(move || {
+                match follow(stream, &config, &confirmed, &stop) {
+                    Ok(()) => tracing::info!(%peer, "replication: standby stream ended"),
+                    Err(e) => tracing::warn!(%peer, "replication: standby dropped: {e}"),
+                }
+                followers.fetch_sub(1, Ordering::Relaxed);
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("replication: cannot start a follower thread: {e}");
+        }
+    }
+}
+
+/// The highest record both journals hold identically, from the standby's tail (newest last).
+fn common_seq(dir: &Path, tail: &[(u64, u32)]) -> Result<u64, String> {
+    if tail.is_empty() {
+        return Ok(0);
+    }
+    for &(seq, crc) in tail.iter().rev() {
+        let mut reader = JournalReader::open(dir, seq).map_err(|e| e.to_string())?;
+        let Some(r) = reader.next().map_err(|e| e.to_string())? else {
+            continue;
+        };
+        if r.seq == seq && protocol::record_crc(r.timestamp.0, r.kind, r.payload) == crc {
+            return Ok(seq);
+        }
+    }
+    if tail[0].0 == 1 {
+        return Ok(0);
+    }
+    Err(format!(
+        "the standby's journal diverges from this one further back than its last {TAIL_RECORDS_MAX} records; an operator must cut it back (bourse-journal) or give it a new journal directory"
+    ))
+}
+
+fn follow(
+    stream: TcpStream,
+    config: &ReplicationConfig,
+    confirmed: &Arc<AtomicU64>,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut input = BufReader::new(stream.try_clone()?);
+    let mut output = BufWriter::with_capacity(256 << 10, stream.try_clone()?);
+    let Frame::Hello { version, tail } = Frame::read(&mut input)? else {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "expected Hello"));
+    };
+    if version != VERSION {
+        Frame::Refused {
+            reason: format!("replication version {version} is not {VERSION}"),
+        }
+        .write(&mut output)?;
+        return output.flush();
+    }
+    let common = match common_seq(&config.journal_dir, &tail) {
+        Ok(seq) => seq,
+        Err(reason) => {
+            Frame::Refused {
+                reason: reason.clone(),
+            }
+            .write(&mut output)?;
+            output.flush()?;
+            return Err(io::Error::other(reason));
+        }
+    };
+    let mut reader =
+        JournalReader::open(&config.journal_dir, common + 1).map_err(io::Error::other)?;
+    let last = crate::journal::verify(&config.journal_dir)
+        .map(|r| r.last_seq)
+        .unwrap_or(0);
+    let welcome = Frame::Welcome {
+        day_epoch_unix_ns: reader.day_epoch_unix_ns(),
+        common_seq: common,
+        primary_last_seq: last,
+    };
+    welcome.write(&mut output)?;
+    output.flush()?;
+    tracing::info!(peer = %stream.peer_addr()?, from = common + 1, "replication: standby following");
+    let acks = spawn_ack_reader(stream, config.silence_ms, confirmed.clone())?;
+    stream_records(&mut reader, &mut output, config, stop, &acks)
+}
+
+/// Read the standby's acks on their own thread: raise `confirmed`, note liveness.
+/// A standby that stays silent (no ack, no heartbeat) longer than `silence_ms` is dropped.
+fn spawn_ack_reader(
+    stream: TcpStream,
+    silence_ms: u64,
+    confirmed: Arc<AtomicU64>,
+) -> io::Result<Arc<AckState>> {
+    let state = Arc::new(AckState {
+        alive: AtomicBool::new(true),
+    });
+    let shared = state.clone();
+    stream.set_read_timeout(Some(Duration::from_millis(silence_ms.max(1))))?;
+    std::thread::Builder::new()
+        .name("replication-acks".into())
+        .spawn(move || {
+            let mut input = BufReader::new(stream);
+            while let Ok(Frame::Ack { seq }) = Frame::read(&mut input) {
+                confirmed.fetch_max(seq, Ordering::AcqRel);
+            }
+            shared.alive.store(false, Ordering::Release);
+        })?;
+    Ok(state)
+}
+
+struct AckState {
+    alive: AtomicBool,
+}
+
+fn stream_records(
+    reader: &mut JournalReader,
+    output: &mut BufWriter<TcpStream>,
+    config: &ReplicationConfig,
+    stop: &AtomicBool,
+    acks: &AckState,
+) -> io::Result<()> {
+    let heartbeat = Duration::from_millis(config.heartbeat_ms.max(1));
+    let mut last_send = Instant::now();
+    while !stop.load(Ordering::Relaxed) && acks.alive.load(Ordering::Acquire) {
+        let mut sent = 0u32;
+        while sent < RECORDS_PER_FLUSH_MAX {
+            let Some(r) = reader.next().map_err(io::Error::other)? else {
+                break;
+            };
+            protocol::write_record(output, r.seq, r.timestamp.0, r.kind, r.payload)?;
+            sent += 1;
+        }
+        if sent > 0 {
+            output.flush()?;
+            last_send = Instant::now();
+            continue;
+        }
+        if last_send.elapsed() >= heartbeat {
+            let unix_ns = crate::journal::segment::now_unix_ns();
+            Frame::Heartbeat {
+                next_seq: reader.next_seq(),
+                unix_ns,
+            }
+            .write(output)?;
+            output.flush()?;
+            last_send = Instant::now();
+        }
+        // Nothing new: wait briefly for the writer (sleeps, never spins).
+        if let Some(r) = reader
+            .next_wait(heartbeat.min(Duration::from_millis(50)))
+            .map_err(io::Error::other)?
+        {
+            protocol::write_record(output, r.seq, r.timestamp.0, r.kind, r.payload)?;
+            output.flush()?;
+            last_send = Instant::now();
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,342 @@
+//! `bourse standby`: follow a primary, journal and apply every record as it arrives (hot),
+//! and take over when the primary is gone.
+//!
+//! **Fencing rule** (no two primaries): the standby takes over only when (1) the primary is
+//! gone — it has heard nothing, no record, no heartbeat, for `[replication] takeover_ms`, or
+//! the primary's side closed the link (its process died: the kernel sent FIN/RST) — (2) it
+//! cannot reconnect, and (3) the primary's admin port (`[replication] primary_admin`) does not
+//! answer a status request either. A standby that merely lost its replication link to a live
+//! primary sees the admin port answer and keeps trying to reconnect instead of trading. The
+//! admin probe should travel a different path than the replication link; a partition that cuts
+//! both while the primary lives on still needs an operator (stop the primary first).
+
+use super::protocol::{self, Frame, TAIL_RECORDS_MAX, VERSION};
+use crate::config::Config;
+use crate::daemon::admin::{self, Request};
+use crate::daemon::engine::{Engine, FeedOut};
+use crate::daemon::{Daemon, Listening};
+use crate::journal::{JournalReader, truncate_after, verify};
+use crate::sequencer::SystemClock;
+use crate::types::Timestamp;
+use std::io::{self, BufReader, BufWriter, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(200);
+const RETRY_PAUSE: Duration = Duration::from_millis(20);
+const LAG_REPORT_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The last records of the local journal as (seq, content checksum), newest last.
+fn local_tail(dir: &Path) -> Result<Vec<(u64, u32)>, String> {
+    let last = match verify(dir) {
+        Ok(report) => report.last_seq,
+        Err(crate::journal::JournalError::EmptyJournal { .. })
+        | Err(crate::journal::JournalError::MissingDirectory { .. }) => return Ok(Vec::new()),
+        Err(e) => return Err(e.to_string()),
+    };
+    if last == 0 {
+        return Ok(Vec::new());
+    }
+    let first = last.saturating_sub(TAIL_RECORDS_MAX as u64 - 1).max(1);
+    let mut reader = JournalReader::open(dir, first).map_err(|e| e.to_string())?;
+    let mut tail = Vec::with_capacity(TAIL_RECORDS_MAX);
+    while let Some(r) = reader.next().map_err(|e| e.to_string())? {
+        if r.seq > last {
+            break;
+        }
+        tail.push((
+            r.seq,
+            protocol::record_crc(r.timestamp.0, r.kind, r.payload),
+        ));
+    }
+    Ok(tail)
+}
+
+/// A live replication link after the handshake.
+struct Link {
+    input: BufReader<TcpStream>,
+    output: BufWriter<TcpStream>,
+    day_epoch_unix_ns: u64,
+}
+
+/// Connect and handshake; cuts the local journal back to the common record first if needed.
+/// `Ok(None)`: no primary reachable right now (refused, reset, timed out) — try again later.
+fn connect(
+    config: &Config,
+    primary: SocketAddr,
+    journal_open: bool,
+) -> Result<Option<Link>, String> {
+    let Ok(stream) = TcpStream::connect_timeout(&primary, CONNECT_TIMEOUT) else {
+        return Ok(None);
+    };
+    let tail = local_tail(&config.journal.dir)?;
+    let (link, common) = match handshake(stream, &tail, config.replication.takeover_ms) {
+        Ok(Handshake::Welcome(link, common)) => (link, common),
+        Ok(Handshake::Refused(reason)) => {
+            return Err(format!("the primary refused this standby: {reason}"));
+        }
+        Err(e) => {
+            tracing::debug!("standby: handshake failed: {e}");
+            return Ok(None);
+        }
+    };
+    let local_last = tail.last().map_or(0, |t| t.0);
+    if common < local_last {
+        if journal_open {
+            return Err(format!(
+                "the primary no longer has records {}..={local_last} this standby applied; restart the standby",
+                common + 1
+            ));
+        }
+        tracing::warn!(
+            cut = local_last - common,
+            from = common + 1,
+            "standby: truncating {} journaled records the primary never had",
+            local_last - common
+        );
+        truncate_after(&config.journal.dir, common).map_err(|e| e.to_string())?;
+    }
+    tracing::info!(%primary, from = common + 1, "standby: following the primary");
+    Ok(Some(link))
+}
+
+enum Handshake {
+    Welcome(Link, u64),
+    Refused(String),
+}
+
+fn handshake(stream: TcpStream, tail: &[(u64, u32)], takeover_ms: u64) -> io::Result<Handshake> {
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(Some(Duration::from_millis(takeover_ms.max(100))))?;
+    let mut output = BufWriter::new(stream.try_clone()?);
+    let mut input = BufReader::with_capacity(256 << 10, stream);
+    Frame::Hello {
+        version: VERSION,
+        tail: tail.to_vec(),
+    }
+    .write(&mut output)?;
+    output.flush()?;
+    match Frame::read(&mut input)? {
+        Frame::Welcome {
+            day_epoch_unix_ns,
+            common_seq,
+            ..
+        } => Ok(Handshake::Welcome(
+            Link {
+                input,
+                output,
+                day_epoch_unix_ns,
+            },
+            common_seq,
+        )),
+        Frame::Refused { reason } => Ok(Handshake::Refused(reason)),
+        other => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("unexpected frame {other:?}"),
+        )),
+    }
+}
+
+/// Is the primary still alive on its admin port (the fencing probe)?
+fn primary_answers(config: &Config) -> bool {
+    let Some(addr) = config.replication.primary_admin else {
+        return false;
+    };
+    admin::send(addr, &Request::Status, Duration::from_millis(200))
+        .is_ok_and(|a| a.starts_with("ok"))
+}
+
+struct Lag {
+    since: Instant,
+    applied: u64,
+    worst_us: u64,
+    behind_records: u64,
+}
+
+impl Lag {
+    fn note(&mut self, timestamp: Timestamp, day_epoch_unix_ns: u64) {
+        let now = crate::journal::segment::now_unix_ns();
+        let lag_us = now.saturating_sub(day_epoch_unix_ns + timestamp.0) / 1_000;
+        self.worst_us = self.worst_us.max(lag_us);
+        self.applied += 1;
+    }
+
+    fn report_if_due(&mut self) {
+        if self.since.elapsed() < LAG_REPORT_INTERVAL {
+            return;
+        }
+        tracing::info!(
+            applied = self.applied,
+            worst_lag_us = self.worst_us,
+            behind_records = self.behind_records,
+            "standby: replication lag"
+        );
+        *self = Lag {
+            since: Instant::now(),
+            applied: 0,
+            worst_us: 0,
+            behind_records: self.behind_records,
+        };
+    }
+}
+
+/// How a followed link ended.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum LinkEnd {
+    /// The primary's side closed it (EOF, reset): its process is gone or it dropped us.
+    Closed,
+    /// Nothing arrived for the read timeout, or an ack could not be sent.
+    Silent,
+    Stopped,
+}
+
+/// Follow until the link is lost (Ok: how it ended) or a fatal error.
+fn follow<F: FeedOut>(
+    link: &mut Link,
+    engine: &mut Engine<SystemClock, F>,
+    lag: &mut Lag,
+    last_heard: &mut Instant,
+    stop: &AtomicBool,
+) -> Result<LinkEnd, String> {
+    while !stop.load(Ordering::Relaxed) {
+        let frame = match Frame::read(&mut link.input) {
+            Ok(f) => {
+                *last_heard = Instant::now();
+                f
+            }
+            Err(e) => {
+                tracing::warn!("standby: replication link lost: {e}");
+                let timed_out = matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                );
+                return Ok(if timed_out {
+                    LinkEnd::Silent
+                } else {
+                    LinkEnd::Closed
+                });
+            }
+        };
+        match frame {
+            Frame::Record {
+                seq,
+                timestamp,
+                kind,
+                payload,
+            } => {
+                engine.apply_replicated(seq, Timestamp(timestamp), kind, &payload)?;
+                lag.note(Timestamp(timestamp), link.day_epoch_unix_ns);
+            }
+            Frame::Heartbeat { next_seq, .. } => {
+                lag.behind_records = next_seq.saturating_sub(engine.exchange.last_seq() + 1);
+            }
+            other => return Err(format!("unexpected replication frame {other:?}")),
+        }
+        // Ack once the buffered frames are applied: one msync and one ack per batch.
+        if link.input.buffer().is_empty() {
+            let seq = engine.flush_journal()?;
+            let ack = Frame::Ack { seq }
+                .write(&mut link.output)
+                .and_then(|_| link.output.flush());
+            if let Err(e) = ack {
+                tracing::warn!("standby: cannot ack: {e}");
+                return Ok(LinkEnd::Silent);
+            }
+            lag.report_if_due();
+        }
+    }
+    Ok(LinkEnd::Stopped)
+}
+
+/// Run a standby until it is stopped, or until it takes over and then stops as a primary.
+/// `on_takeover` gets the addresses it serves once it has taken over.
+pub fn run<F: FeedOut>(
+    config: Config,
+    make_feed: impl Fn(u64) -> Result<F, String>,
+    stop: Arc<AtomicBool>,
+    on_takeover: impl FnOnce(&Listening),
+) -> Result<(), String> {
+    let primary = config
+        .replication
+        .primary
+        .ok_or("bourse standby needs [replication] primary = \"host:port\"")?;
+    let takeover = Duration::from_millis(config.replication.takeover_ms);
+    let mut engine: Option<Engine<SystemClock, F>> = None;
+    let mut lag = Lag {
+        since: Instant::now(),
+        applied: 0,
+        worst_us: 0,
+        behind_records: 0,
+    };
+    let mut last_heard = Instant::now();
+    let mut fenced_logged = false;
+    let mut closed_by_primary = false;
+    while !stop.load(Ordering::Relaxed) {
+        if let Some(mut link) = connect(&config, primary, engine.is_some())? {
+            if engine.is_none() {
+                engine = Some(Engine::follower(
+                    &config,
+                    SystemClock,
+                    link.day_epoch_unix_ns,
+                    |_, _| {},
+                )?);
+            }
+            fenced_logged = false;
+            last_heard = Instant::now();
+            let engine = engine.as_mut().expect("opened above");
+            let end = follow(&mut link, engine, &mut lag, &mut last_heard, &stop)?;
+            closed_by_primary = end == LinkEnd::Closed;
+            continue;
+        }
+        // Gone: silent for takeover_ms, or its kernel closed the link and nothing accepts a
+        // new one (the process died). Either way the admin probe has the last word.
+        let day_started = engine.as_ref().is_some_and(|e| e.exchange.last_seq() > 0);
+        let gone = last_heard.elapsed() >= takeover || closed_by_primary;
+        if gone && day_started {
+            if primary_answers(&config) {
+                if !fenced_logged {
+                    tracing::warn!(
+                        "standby: replication link lost but the primary answers on its admin port: not taking over"
+                    );
+                    fenced_logged = true;
+                }
+                closed_by_primary = false;
+            } else {
+                let engine = engine.take().expect("day started");
+                return take_over(
+                    config,
+                    engine,
+                    make_feed,
+                    stop,
+                    on_takeover,
+                    last_heard.elapsed(),
+                );
+            }
+        }
+        std::thread::sleep(RETRY_PAUSE);
+    }
+    Ok(())
+}
+
+fn take_over<F: FeedOut>(
+    config: Config,
+    mut engine: Engine<SystemClock, F>,
+    make_feed: impl Fn(u64) -> Result<F, String>,
+    stop: Arc<AtomicBool>,
+    on_takeover: impl FnOnce(&Listening),
+    silent_for: Duration,
+) -> Result<(), String> {
+    tracing::warn!(
+        last_seq = engine.exchange.last_seq(),
+        silent_ms = silent_for.as_millis() as u64,
+        "standby: the primary is gone; taking over"
+    );
+    engine.flush_journal()?;
+    engine.open_feed(make_feed)?;
+    let mut daemon = Daemon::serve(config, engine, stop)?;
+    on_takeover(&daemon.listening());
+    daemon.run()
+}

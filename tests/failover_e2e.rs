@@ -1,0 +1,401 @@
+//! Hot standby and failover with real processes: kill -9 the primary under load, the standby
+//! takes over, brokers re-log in and resend, nothing acknowledged is lost or duplicated, and
+//! everything equals offline replay of the surviving journal.
+
+mod common;
+
+use bourse::client::{OuchClient, Received};
+use bourse::daemon::admin::{self, Request};
+use bourse::types::{Alpha, Firm, Price, Shares};
+use bourse::wire::ouch::{EnterOrder, Inbound, Outbound};
+use common::{FeedCollector, Proxy, Standby, TIMEOUT, Venue, bourse, config_full, unique_group};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const ACCOUNTS: [(&str, &str); 3] = [("ALICE", "alicepw"), ("BOB", "bobpw"), ("CAROL", "carolpw")];
+
+fn enter(token: &str, side: u8, shares: u32, price: u32) -> Inbound {
+    Inbound::Enter(EnterOrder {
+        token: Alpha::from_str_padded(token).unwrap(),
+        side,
+        shares: Shares(shares),
+        stock: Alpha::from_str_padded("AAPL").unwrap(),
+        price: Price(price),
+        tif: 99_999,
+        firm: Firm::SPACES,
+        display: b'Y',
+        capacity: b'A',
+        intermarket_sweep: b'N',
+        min_qty: Shares(0),
+        cross_type: b'N',
+        customer_type: b' ',
+    })
+}
+
+/// One broker: sends orders, remembers everything it received and what it is unsure about.
+struct Broker {
+    index: usize,
+    received: Vec<(u64, Outbound)>,
+    sent: Vec<String>,
+    accepted: BTreeSet<String>,
+}
+
+impl Broker {
+    fn absorb(&mut self, messages: Vec<(u64, Outbound)>) {
+        for (seq, m) in messages {
+            assert_eq!(
+                seq,
+                self.received.len() as u64 + 1,
+                "account {} sequence numbers are contiguous",
+                self.index
+            );
+            if let Outbound::Accepted(a) = &m {
+                let token = a.token.trimmed().into_owned();
+                assert!(
+                    self.accepted.insert(token.clone()),
+                    "token {token} accepted twice"
+                );
+            }
+            self.received.push((seq, m));
+        }
+    }
+
+    /// Send orders until the connection breaks or `stop` is set; returns whether it broke.
+    fn trade(&mut self, client: &mut OuchClient, stop: &AtomicBool, round: &str) -> bool {
+        for n in 0..100_000u32 {
+            if stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            let token = format!("{round}{}-{n}", self.index);
+            let side = if (n + self.index as u32).is_multiple_of(2) {
+                b'B'
+            } else {
+                b'S'
+            };
+            let price = 100_000 + (n % 5) * 100;
+            self.sent.push(token.clone());
+            if client.send(&enter(&token, side, 100, price)).is_err() {
+                return true;
+            }
+            match client.recv_messages(1, Duration::from_millis(500)) {
+                Ok(m) if !m.is_empty() => {
+                    self.absorb(m);
+                    if let Ok(more) = client.recv_messages(2, Duration::from_millis(2)) {
+                        self.absorb(more);
+                    }
+                }
+                _ => return true,
+            }
+        }
+        false
+    }
+}
+
+fn standby_config(
+    dir: &std::path::Path,
+    group: std::net::SocketAddrV4,
+    primary: std::net::SocketAddr,
+    admin: std::net::SocketAddr,
+) -> String {
+    config_full(
+        dir,
+        "",
+        group,
+        &format!(
+            "primary = \"{primary}\"\nprimary_admin = \"{admin}\"\ntakeover_ms = 500\nheartbeat_ms = 50"
+        ),
+    )
+}
+
+fn replicated(text: String) -> String {
+    text.replace("durability = \"flush\"", "durability = \"replicated\"")
+}
+
+fn login_retry(venue: &Venue, user: &str, pw: &str, seq: u64) -> OuchClient {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        match OuchClient::login(venue.gateway, user, pw, "TEST000001", seq, TIMEOUT) {
+            Ok(c) => return c,
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("login to the new primary: {e}"),
+        }
+    }
+}
+
+/// One trial: kill -9 the primary after `run_for` under load from three brokers.
+fn kill_primary_under_load(run_for: Duration) {
+    let primary_dir = tempfile::tempdir().unwrap();
+    let standby_dir = tempfile::tempdir().unwrap();
+    let group = unique_group();
+    let primary = Venue::start(
+        primary_dir.path(),
+        &replicated(config_full(
+            primary_dir.path(),
+            "",
+            group,
+            "heartbeat_ms = 50",
+        )),
+    );
+    let mut standby = Standby::start(
+        standby_dir.path(),
+        &standby_config(
+            standby_dir.path(),
+            group,
+            primary.replication,
+            primary.admin,
+        ),
+    );
+    let mut feed_before = FeedCollector::join(&primary);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    for (index, (user, pw)) in ACCOUNTS.iter().enumerate() {
+        let (addr, stop) = (primary.gateway, stop.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut broker = Broker {
+                index,
+                received: Vec::new(),
+                sent: Vec::new(),
+                accepted: BTreeSet::new(),
+            };
+            let mut client = OuchClient::login(addr, user, pw, "", 1, TIMEOUT).unwrap();
+            broker.trade(&mut client, &stop, "P");
+            broker
+        }));
+    }
+    std::thread::sleep(run_for);
+    feed_before.run_until_end(Duration::from_millis(50));
+    let killed_at = Instant::now();
+    primary.kill9();
+    let new_primary = standby
+        .await_takeover(Duration::from_secs(10))
+        .expect("the standby takes over");
+    let takeover = killed_at.elapsed();
+    let mut brokers: Vec<Broker> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let first_login = Instant::now();
+    let mut clients: Vec<OuchClient> = brokers
+        .iter()
+        .map(|b| {
+            let (user, pw) = ACCOUNTS[b.index];
+            login_retry(&new_primary, user, pw, b.received.len() as u64 + 1)
+        })
+        .collect();
+    eprintln!(
+        "takeover: {} ms from kill -9 to the new primary listening; first login {} ms later",
+        takeover.as_millis(),
+        first_login.elapsed().as_millis()
+    );
+    assert!(
+        takeover < Duration::from_secs(3),
+        "takeover took {takeover:?}"
+    );
+    // Benign resend of every order not yet seen accepted: same tokens, never duplicated.
+    for (b, c) in brokers.iter_mut().zip(clients.iter_mut()) {
+        let missing = c.recv_messages(10_000, Duration::from_millis(300)).unwrap();
+        b.absorb(missing);
+        let unsure: Vec<String> = b
+            .sent
+            .iter()
+            .filter(|t| !b.accepted.contains(*t))
+            .cloned()
+            .collect();
+        for token in &unsure {
+            c.send(&enter(token, b'B', 100, 99_000)).unwrap();
+        }
+        let replies = c
+            .recv_messages(unsure.len(), Duration::from_secs(2))
+            .unwrap();
+        b.absorb(replies);
+        assert!(
+            b.sent.iter().all(|t| b.accepted.contains(t)),
+            "every order sent is accepted exactly once"
+        );
+    }
+    assert_eq!(
+        admin::send(new_primary.admin, &Request::EndOfDay, TIMEOUT).unwrap(),
+        "ok end-of-day"
+    );
+    for (b, c) in brokers.iter_mut().zip(clients.iter_mut()) {
+        loop {
+            match c.recv(TIMEOUT).unwrap() {
+                Some(Received::Sequenced(seq, m)) => b.absorb(vec![(seq, m)]),
+                Some(Received::Heartbeat) => {}
+                Some(Received::EndOfSession) | Some(Received::Closed) | None => break,
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    // The new primary's ITCH store holds every message the old primary published, same numbers.
+    let mut after = FeedCollector::join(&new_primary);
+    after.run_until_end(Duration::from_secs(10));
+    assert!(after.ended);
+    for (i, m) in feed_before.messages.iter().enumerate() {
+        assert_eq!(
+            &after.messages[i],
+            m,
+            "ITCH message {} differs after failover",
+            i + 1
+        );
+    }
+    let journal = new_primary.journal.clone();
+    assert!(new_primary.stop().success());
+    let (ok, out) = bourse(&["replay", "--journal", journal.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    for b in &brokers {
+        let mut h = bourse::replay::StreamHasher::default();
+        for (_, m) in &b.received {
+            let mut buf = [0u8; 96];
+            let n = m.encode(&mut buf);
+            h.add(&buf[..n]);
+        }
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("ouch {} ", ACCOUNTS[b.index].0)))
+            .unwrap();
+        assert!(
+            line.ends_with(&h.digest().to_string()),
+            "account {}: {line}",
+            b.index
+        );
+    }
+    let itch_line = out.lines().find(|l| l.starts_with("itch ")).unwrap();
+    let mut h = bourse::replay::StreamHasher::default();
+    after.messages.iter().for_each(|m| h.add(m));
+    assert!(itch_line.ends_with(&h.digest().to_string()), "{itch_line}");
+}
+
+#[test]
+fn kill9_the_primary_under_load_twice() {
+    let trials: u32 = std::env::var("FAILOVER_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2);
+    for trial in 0..trials {
+        let run_for = Duration::from_millis(150 + (trial as u64 * 137) % 400);
+        eprintln!("trial {trial}: killing the primary after {run_for:?}");
+        kill_primary_under_load(run_for);
+    }
+}
+
+#[test]
+fn cutting_the_replication_link_does_not_make_two_primaries() {
+    let primary_dir = tempfile::tempdir().unwrap();
+    let standby_dir = tempfile::tempdir().unwrap();
+    let group = unique_group();
+    let primary = Venue::start(
+        primary_dir.path(),
+        &config_full(primary_dir.path(), "", group, "heartbeat_ms = 50"),
+    );
+    let proxy = Proxy::start(primary.replication);
+    let mut standby = Standby::start(
+        standby_dir.path(),
+        &standby_config(standby_dir.path(), group, proxy.addr, primary.admin),
+    );
+    let mut alice = OuchClient::login(primary.gateway, "ALICE", "alicepw", "", 1, TIMEOUT).unwrap();
+    alice.send(&enter("L1", b'B', 100, 100_000)).unwrap();
+    assert_eq!(alice.recv_messages(2, TIMEOUT).unwrap().len(), 2);
+    std::thread::sleep(Duration::from_millis(200));
+    proxy.cut();
+    assert!(
+        standby
+            .await_takeover(Duration::from_millis(2_000))
+            .is_none(),
+        "a standby cut off from a live primary must not take over"
+    );
+    alice.send(&enter("L2", b'B', 100, 100_000)).unwrap();
+    assert_eq!(
+        alice.recv_messages(1, TIMEOUT).unwrap().len(),
+        1,
+        "the primary keeps trading"
+    );
+    primary.kill9();
+    let new_primary = standby
+        .await_takeover(Duration::from_secs(5))
+        .expect("takes over once the primary is really gone");
+    let mut again =
+        OuchClient::login(new_primary.gateway, "ALICE", "alicepw", "", 1, TIMEOUT).unwrap();
+    let replayed = again.recv_messages(2, TIMEOUT).unwrap();
+    assert_eq!(replayed.len(), 2, "it has what it received before the cut");
+}
+
+#[test]
+fn the_old_primary_rejoins_as_a_standby_and_drops_what_the_new_primary_never_had() {
+    let old_dir = tempfile::tempdir().unwrap();
+    let new_dir = tempfile::tempdir().unwrap();
+    let group = unique_group();
+    let async_mode = |t: String| t.replace("durability = \"flush\"", "durability = \"async\"");
+    let old = Venue::start(
+        old_dir.path(),
+        &async_mode(config_full(old_dir.path(), "", group, "heartbeat_ms = 50")),
+    );
+    let proxy = Proxy::start(old.replication);
+    let mut standby = Standby::start(
+        new_dir.path(),
+        &standby_config(new_dir.path(), group, proxy.addr, old.admin),
+    );
+    let mut alice = OuchClient::login(old.gateway, "ALICE", "alicepw", "", 1, TIMEOUT).unwrap();
+    alice.send(&enter("C1", b'B', 100, 100_000)).unwrap();
+    assert_eq!(alice.recv_messages(2, TIMEOUT).unwrap().len(), 2);
+    std::thread::sleep(Duration::from_millis(200));
+    proxy.cut();
+    std::thread::sleep(Duration::from_millis(100));
+    for t in ["X1", "X2", "X3"] {
+        alice.send(&enter(t, b'S', 100, 101_000)).unwrap();
+    }
+    assert_eq!(
+        alice.recv_messages(3, TIMEOUT).unwrap().len(),
+        3,
+        "only the old primary has these"
+    );
+    let old_journal = old.journal.clone();
+    old.kill9();
+    let new = standby
+        .await_takeover(Duration::from_secs(5))
+        .expect("takeover");
+    let mut alice = OuchClient::login(new.gateway, "ALICE", "alicepw", "", 3, TIMEOUT).unwrap();
+    alice.send(&enter("Y1", b'S', 100, 102_000)).unwrap();
+    alice.send(&enter("Y2", b'S', 100, 103_000)).unwrap();
+    assert_eq!(alice.recv_messages(2, TIMEOUT).unwrap().len(), 2);
+
+    // The old primary's directory comes back as a standby of the new primary.
+    let rejoin_dir = old_dir.path().join("rejoin");
+    std::fs::create_dir(&rejoin_dir).unwrap();
+    let mut text = standby_config(&rejoin_dir, group, new.replication, new.admin);
+    text = text.replace(
+        &format!("dir = \"{}\"", rejoin_dir.join("journal").display()),
+        &format!("dir = \"{}\"", old_journal.display()),
+    );
+    let rejoined = Standby::start(&rejoin_dir, &text);
+    assert_eq!(
+        admin::send(new.admin, &Request::EndOfDay, TIMEOUT).unwrap(),
+        "ok end-of-day"
+    );
+    let new_journal = new.journal.clone();
+    // Wait until the rejoined standby has caught up: same digests as the new primary.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let digest = |dir: &std::path::Path| {
+        bourse::replay::replay(dir, None, |_| {})
+            .map(|r| r.digest_lines())
+            .ok()
+    };
+    while digest(&old_journal) != digest(&new_journal) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(rejoined);
+    assert!(new.stop().success());
+    let (ok_new, out_new) = bourse(&["replay", "--journal", new_journal.to_str().unwrap()]);
+    let (ok_old, out_old) = bourse(&["replay", "--journal", old_journal.to_str().unwrap()]);
+    assert!(ok_new && ok_old, "{out_new}\n{out_old}");
+    let digests = |out: &str| out.lines().skip(1).map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(
+        digests(&out_old),
+        digests(&out_new),
+        "the rejoined journal equals the new primary's"
+    );
+    assert!(!out_old.contains("X1"));
+}
