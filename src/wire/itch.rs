@@ -733,6 +733,7 @@ pub mod binary_file {
     impl<'a> Iterator for Reader<'a> {
         type Item = Result<&'a [u8], DecodeError>;
 
+        #[inline]
         fn next(&mut self) -> Option<Self::Item> {
             if self.failed || self.rest.is_empty() {
                 return None;
