@@ -15,10 +15,10 @@
 //! [`binary_file`] reads and writes Nasdaq's BinaryFILE framing (2-byte big-endian length, then
 //! one message) used by the sample files and the tools.
 
-use super::DecodeError;
 use super::be::{
     array_at, put_bytes, put_u16, put_u32, put_u48, put_u64, u16_at, u32_at, u48_at, u64_at,
 };
+use super::{DecodeError, fixed};
 use crate::types::{Alpha, Firm, MatchNumber, OrderRef, Price, Shares, Symbol, Timestamp};
 
 /// Common header fields (the type letter is implied by the body).
@@ -266,6 +266,7 @@ fn check_len(b: &[u8], msg_kind: u8, expected: usize) -> Result<(), DecodeError>
     Ok(())
 }
 
+#[inline(always)]
 fn decode_header(b: &[u8]) -> Header {
     Header {
         locate: u16_at(b, 1),
@@ -289,13 +290,13 @@ pub fn decode_any(b: &[u8]) -> Result<Decoded, DecodeError> {
 
 impl Message {
     /// Decode one modelled ITCH 5.0 message (exact length per type; fields as received).
+    #[inline]
     pub fn decode(b: &[u8]) -> Result<Message, DecodeError> {
         let msg_kind = *b.first().ok_or(DecodeError::Empty)?;
-        let expected = modelled_len(msg_kind).ok_or(DecodeError::UnknownType(msg_kind))?;
-        check_len(b, msg_kind, expected)?;
+        let body = Body::decode(msg_kind, b)?;
         Ok(Message {
             header: decode_header(b),
-            body: Body::decode(msg_kind, b),
+            body,
         })
     }
 
@@ -360,91 +361,141 @@ impl Body {
         }
     }
 
-    /// Fields after the header; `b` has exactly the type's length (checked by the caller).
-    fn decode(msg_kind: u8, b: &[u8]) -> Body {
-        match msg_kind {
-            kind::SYSTEM_EVENT => Body::SystemEvent { event: b[11] },
-            kind::STOCK_DIRECTORY => Body::StockDirectory(StockDirectory::decode(b)),
-            kind::TRADING_ACTION => Body::TradingAction {
-                stock: Alpha(array_at(b, 11)),
-                state: b[19],
-                reserved: b[20],
-                reason: array_at(b, 21),
-            },
-            kind::REG_SHO => Body::RegSho {
-                stock: Alpha(array_at(b, 11)),
-                action: b[19],
-            },
-            kind::PARTICIPANT_POSITION => Body::ParticipantPosition {
-                mpid: Alpha(array_at(b, 11)),
-                stock: Alpha(array_at(b, 15)),
-                primary: b[23],
-                mode: b[24],
-                state: b[25],
-            },
-            kind::ADD_ORDER => Body::AddOrder {
-                order_ref: OrderRef(u64_at(b, 11)),
-                side: b[19],
-                shares: Shares(u32_at(b, 20)),
-                stock: Alpha(array_at(b, 24)),
-                price: Price(u32_at(b, 32)),
-            },
-            kind::ADD_ORDER_MPID => Body::AddOrderMpid {
-                order_ref: OrderRef(u64_at(b, 11)),
-                side: b[19],
-                shares: Shares(u32_at(b, 20)),
-                stock: Alpha(array_at(b, 24)),
-                price: Price(u32_at(b, 32)),
-                attribution: Alpha(array_at(b, 36)),
-            },
-            kind::ORDER_EXECUTED => Body::OrderExecuted {
-                order_ref: OrderRef(u64_at(b, 11)),
-                shares: Shares(u32_at(b, 19)),
-                match_number: MatchNumber(u64_at(b, 23)),
-            },
-            kind::ORDER_EXECUTED_WITH_PRICE => Body::OrderExecutedWithPrice {
-                order_ref: OrderRef(u64_at(b, 11)),
-                shares: Shares(u32_at(b, 19)),
-                match_number: MatchNumber(u64_at(b, 23)),
-                printable: b[31],
-                price: Price(u32_at(b, 32)),
-            },
-            kind::ORDER_CANCEL => Body::OrderCancel {
-                order_ref: OrderRef(u64_at(b, 11)),
-                shares: Shares(u32_at(b, 19)),
-            },
-            kind::ORDER_DELETE => Body::OrderDelete {
-                order_ref: OrderRef(u64_at(b, 11)),
-            },
-            kind::ORDER_REPLACE => Body::OrderReplace {
-                old_ref: OrderRef(u64_at(b, 11)),
-                new_ref: OrderRef(u64_at(b, 19)),
-                shares: Shares(u32_at(b, 27)),
-                price: Price(u32_at(b, 31)),
-            },
-            kind::TRADE => Body::Trade {
-                order_ref: OrderRef(u64_at(b, 11)),
-                side: b[19],
-                shares: Shares(u32_at(b, 20)),
-                stock: Alpha(array_at(b, 24)),
-                price: Price(u32_at(b, 32)),
-                match_number: MatchNumber(u64_at(b, 36)),
-            },
-            kind::CROSS_TRADE => Body::CrossTrade {
-                shares: u64_at(b, 11),
-                stock: Alpha(array_at(b, 19)),
-                price: Price(u32_at(b, 27)),
-                match_number: MatchNumber(u64_at(b, 31)),
-                cross_type: b[39],
-            },
-            kind::BROKEN_TRADE => Body::BrokenTrade {
-                match_number: MatchNumber(u64_at(b, 11)),
-            },
-            _ => {
-                debug_assert_eq!(msg_kind, kind::IMBALANCE);
-                Body::Imbalance(Imbalance::decode(b))
+    /// Check the exact length and decode the fields after the header. Each arm sees `b` as a
+    /// fixed-size array, so every field read below compiles without a bounds check.
+    #[inline]
+    fn decode(msg_kind: u8, b: &[u8]) -> Result<Body, DecodeError> {
+        let body = match msg_kind {
+            kind::SYSTEM_EVENT => {
+                let b = fixed::<12>(msg_kind, b)?;
+                Body::SystemEvent { event: b[11] }
             }
-        }
+            kind::STOCK_DIRECTORY => {
+                let b = fixed::<39>(msg_kind, b)?;
+                Body::StockDirectory(StockDirectory::decode(b))
+            }
+            kind::TRADING_ACTION => {
+                let b = fixed::<25>(msg_kind, b)?;
+                Body::TradingAction {
+                    stock: Alpha(array_at(b, 11)),
+                    state: b[19],
+                    reserved: b[20],
+                    reason: array_at(b, 21),
+                }
+            }
+            kind::REG_SHO => {
+                let b = fixed::<20>(msg_kind, b)?;
+                Body::RegSho {
+                    stock: Alpha(array_at(b, 11)),
+                    action: b[19],
+                }
+            }
+            kind::PARTICIPANT_POSITION => {
+                let b = fixed::<26>(msg_kind, b)?;
+                Body::ParticipantPosition {
+                    mpid: Alpha(array_at(b, 11)),
+                    stock: Alpha(array_at(b, 15)),
+                    primary: b[23],
+                    mode: b[24],
+                    state: b[25],
+                }
+            }
+            kind::ADD_ORDER => {
+                let b = fixed::<36>(msg_kind, b)?;
+                Body::AddOrder {
+                    order_ref: OrderRef(u64_at(b, 11)),
+                    side: b[19],
+                    shares: Shares(u32_at(b, 20)),
+                    stock: Alpha(array_at(b, 24)),
+                    price: Price(u32_at(b, 32)),
+                }
+            }
+            kind::ADD_ORDER_MPID => {
+                let b = fixed::<40>(msg_kind, b)?;
+                Body::AddOrderMpid {
+                    order_ref: OrderRef(u64_at(b, 11)),
+                    side: b[19],
+                    shares: Shares(u32_at(b, 20)),
+                    stock: Alpha(array_at(b, 24)),
+                    price: Price(u32_at(b, 32)),
+                    attribution: Alpha(array_at(b, 36)),
+                }
+            }
+            kind::ORDER_EXECUTED => {
+                let b = fixed::<31>(msg_kind, b)?;
+                Body::OrderExecuted {
+                    order_ref: OrderRef(u64_at(b, 11)),
+                    shares: Shares(u32_at(b, 19)),
+                    match_number: MatchNumber(u64_at(b, 23)),
+                }
+            }
+            kind::ORDER_EXECUTED_WITH_PRICE => {
+                let b = fixed::<36>(msg_kind, b)?;
+                Body::OrderExecutedWithPrice {
+                    order_ref: OrderRef(u64_at(b, 11)),
+                    shares: Shares(u32_at(b, 19)),
+                    match_number: MatchNumber(u64_at(b, 23)),
+                    printable: b[31],
+                    price: Price(u32_at(b, 32)),
+                }
+            }
+            kind::ORDER_CANCEL => {
+                let b = fixed::<23>(msg_kind, b)?;
+                Body::OrderCancel {
+                    order_ref: OrderRef(u64_at(b, 11)),
+                    shares: Shares(u32_at(b, 19)),
+                }
+            }
+            kind::ORDER_DELETE => {
+                let b = fixed::<19>(msg_kind, b)?;
+                Body::OrderDelete {
+                    order_ref: OrderRef(u64_at(b, 11)),
+                }
+            }
+            kind::ORDER_REPLACE => {
+                let b = fixed::<35>(msg_kind, b)?;
+                Body::OrderReplace {
+                    old_ref: OrderRef(u64_at(b, 11)),
+                    new_ref: OrderRef(u64_at(b, 19)),
+                    shares: Shares(u32_at(b, 27)),
+                    price: Price(u32_at(b, 31)),
+                }
+            }
+            kind::TRADE => {
+                let b = fixed::<44>(msg_kind, b)?;
+                Body::Trade {
+                    order_ref: OrderRef(u64_at(b, 11)),
+                    side: b[19],
+                    shares: Shares(u32_at(b, 20)),
+                    stock: Alpha(array_at(b, 24)),
+                    price: Price(u32_at(b, 32)),
+                    match_number: MatchNumber(u64_at(b, 36)),
+                }
+            }
+            kind::CROSS_TRADE => {
+                let b = fixed::<40>(msg_kind, b)?;
+                Body::CrossTrade {
+                    shares: u64_at(b, 11),
+                    stock: Alpha(array_at(b, 19)),
+                    price: Price(u32_at(b, 27)),
+                    match_number: MatchNumber(u64_at(b, 31)),
+                    cross_type: b[39],
+                }
+            }
+            kind::BROKEN_TRADE => {
+                let b = fixed::<19>(msg_kind, b)?;
+                Body::BrokenTrade {
+                    match_number: MatchNumber(u64_at(b, 11)),
+                }
+            }
+            _ => {
+                if msg_kind != kind::IMBALANCE {
+                    return Err(DecodeError::UnknownType(msg_kind));
+                }
+                Body::Imbalance(Imbalance::decode(fixed::<50>(msg_kind, b)?))
+            }
+        };
+        Ok(body)
     }
 
     /// Write the fields after the header into `b` (exactly the type's length).
@@ -682,6 +733,7 @@ pub mod binary_file {
     impl<'a> Iterator for Reader<'a> {
         type Item = Result<&'a [u8], DecodeError>;
 
+        #[inline]
         fn next(&mut self) -> Option<Self::Item> {
             if self.failed || self.rest.is_empty() {
                 return None;

@@ -68,40 +68,61 @@ impl fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
+/// `b` as an array of exactly `N` bytes, or the wrong-length error for message type `kind`.
+/// Decoders convert once, so every later field read has a constant bound and no check.
+#[inline(always)]
+pub(crate) fn fixed<const N: usize>(kind: u8, b: &[u8]) -> Result<&[u8; N], DecodeError> {
+    b.try_into().map_err(|_| DecodeError::WrongLength {
+        kind,
+        expected: N,
+        actual: b.len(),
+    })
+}
+
 /// Big-endian field readers and writers over a slice whose length the caller has already checked.
 pub(crate) mod be {
+    #[inline(always)]
     pub fn u48_at(b: &[u8], at: usize) -> u64 {
         let mut x = [0u8; 8];
         x[2..].copy_from_slice(&b[at..at + 6]);
         u64::from_be_bytes(x)
     }
+    #[inline(always)]
     pub fn put_u16(b: &mut [u8], at: usize, v: u16) {
         b[at..at + 2].copy_from_slice(&v.to_be_bytes());
     }
+    #[inline(always)]
     pub fn put_u32(b: &mut [u8], at: usize, v: u32) {
         b[at..at + 4].copy_from_slice(&v.to_be_bytes());
     }
     /// Writes the low 48 bits of `v` (ITCH timestamps).
+    #[inline(always)]
     pub fn put_u48(b: &mut [u8], at: usize, v: u64) {
         b[at..at + 6].copy_from_slice(&v.to_be_bytes()[2..]);
     }
+    #[inline(always)]
     pub fn put_u64(b: &mut [u8], at: usize, v: u64) {
         b[at..at + 8].copy_from_slice(&v.to_be_bytes());
     }
+    #[inline(always)]
     pub fn put_bytes(b: &mut [u8], at: usize, v: &[u8]) {
         b[at..at + v.len()].copy_from_slice(v);
     }
+    #[inline(always)]
     pub fn u16_at(b: &[u8], at: usize) -> u16 {
         u16::from_be_bytes([b[at], b[at + 1]])
     }
+    #[inline(always)]
     pub fn u32_at(b: &[u8], at: usize) -> u32 {
         u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
     }
+    #[inline(always)]
     pub fn u64_at(b: &[u8], at: usize) -> u64 {
         let mut x = [0u8; 8];
         x.copy_from_slice(&b[at..at + 8]);
         u64::from_be_bytes(x)
     }
+    #[inline(always)]
     pub fn array_at<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
         let mut x = [0u8; N];
         x.copy_from_slice(&b[at..at + N]);
