@@ -135,10 +135,13 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
     ) -> Result<Self, String> {
         let day_epoch = day_epoch_of(clock.unix_ns());
         let mut engine = Self::open(config, clock, day_epoch, progress)?;
-        if engine.exchange.last_seq() == 0 {
+        let new_day = engine.exchange.last_seq() == 0;
+        // The feed opens first, so a new day's opening messages are multicast too (they are
+        // published with the first batch's release); a recovered day's are not sent again.
+        engine.open_feed(make_feed)?;
+        if new_day {
             engine.start_day()?;
         }
-        engine.open_feed(make_feed)?;
         Ok(engine)
     }
 
