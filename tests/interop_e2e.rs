@@ -290,7 +290,6 @@ fn token(text: &str) -> Alpha<14> {
     Alpha::from_str_padded(text).unwrap()
 }
 
-#[allow(clippy::too_many_arguments)]
 fn enter(
     t: &str,
     side: u8,
@@ -346,6 +345,7 @@ struct Trader {
     client: OuchClient,
     /// Inbound OUCH type letter -> messages sent.
     sent: BTreeMap<char, usize>,
+    sent_messages: Vec<Inbound>,
     received: Vec<Outbound>,
     server_heartbeats: usize,
     client_heartbeats: usize,
@@ -360,6 +360,7 @@ impl Trader {
             name,
             client,
             sent: BTreeMap::new(),
+            sent_messages: Vec::new(),
             received: Vec::new(),
             server_heartbeats: 0,
             client_heartbeats: 0,
@@ -370,6 +371,7 @@ impl Trader {
     fn send(&mut self, message: &Inbound) {
         self.client.send(message).unwrap();
         *self.sent.entry(message.kind() as char).or_default() += 1;
+        self.sent_messages.push(*message);
     }
 
     /// Receive exactly the replies `kinds` (OUCH type letters, in order).
@@ -895,11 +897,38 @@ fn check_ouch(tshark: &Tshark, gw: u16, session: &Session) {
         assert!(outbound.contains_key(&k), "outbound {k} exercised");
     }
 
-    // Field by field: the outbound messages as tshark reads them, in order per connection,
-    // against what our client decoded.
+    // Field by field, per connection and in order: what tshark decoded against what our
+    // client sent and decoded.
+    let traders = [&session.alice, &session.bob];
+    let inbound = ouch_json(tshark, &format!("ouch && tcp.dstport=={gw}"), "tcp.srcport");
+    let mut matched = 0;
+    for decoded in inbound.values() {
+        let trader = traders
+            .iter()
+            .find(|t| {
+                t.sent_messages.len() == decoded.len() && same_inbound(&t.sent_messages, decoded)
+            })
+            .unwrap_or_else(|| panic!("no account sent what tshark decoded: {decoded:?}"));
+        matched += trader.sent_messages.len();
+    }
+    let outbound = ouch_json(tshark, &format!("ouch && tcp.srcport=={gw}"), "tcp.dstport");
+    for decoded in outbound.values() {
+        let trader = traders
+            .iter()
+            .find(|t| t.received.len() == decoded.len() && same_outbound(&t.received, decoded))
+            .unwrap_or_else(|| panic!("no account's replies match tshark's decode: {decoded:?}"));
+        matched += trader.received.len();
+    }
+    assert_eq!((inbound.len(), outbound.len()), (2, 2), "two connections");
+    eprintln!("ouch field by field: {matched} messages equal tshark's decode");
+}
+
+/// tshark's OUCH layers (one per message) of the frames matching `filter`, grouped by the
+/// client's port (`port_field`), in capture order.
+fn ouch_json(tshark: &Tshark, filter: &str, port_field: &str) -> BTreeMap<u64, Vec<Value>> {
     let json = tshark.run(&[
         "-Y",
-        &format!("ouch && tcp.srcport=={gw}"),
+        filter,
         "-T",
         "json",
         "--no-duplicate-keys",
@@ -910,28 +939,47 @@ fn check_ouch(tshark: &Tshark, gw: u16, session: &Session) {
     let mut per_port: BTreeMap<u64, Vec<Value>> = BTreeMap::new();
     for frame in frames.as_array().unwrap() {
         let layers = &frame["_source"]["layers"];
-        let port: u64 = layers["tcp"]["tcp.dstport"]
-            .as_str()
-            .unwrap()
-            .parse()
-            .unwrap();
-        let ouch = &layers["ouch"];
-        let list = match ouch {
+        let port: u64 = layers["tcp"][port_field].as_str().unwrap().parse().unwrap();
+        let list = match &layers["ouch"] {
             Value::Array(v) => v.clone(),
             other => vec![other.clone()],
         };
         per_port.entry(port).or_default().extend(list);
     }
-    assert_eq!(per_port.len(), 2);
-    let mut matched = 0;
-    for decoded in per_port.values() {
-        let trader = [&session.alice, &session.bob]
-            .into_iter()
-            .find(|t| t.received.len() == decoded.len() && same_ouch(&t.received, decoded))
-            .unwrap_or_else(|| panic!("no account's replies match tshark's decode: {decoded:?}"));
-        matched += trader.received.len();
-    }
-    eprintln!("ouch outbound field by field: {matched} messages equal");
+    per_port
+}
+
+/// What our client sent against tshark's fields.
+fn same_inbound(ours: &[Inbound], theirs: &[Value]) -> bool {
+    let ch = |c: u8| format!("'{}'", c as char);
+    ours.iter().zip(theirs).all(|(m, v)| {
+        field(v, "packet_type") == ch(m.kind())
+            && match m {
+                Inbound::Enter(o) => {
+                    field(v, "order_token").trim() == o.token.trimmed()
+                        && field(v, "buy_sell_indicator") == ch(o.side)
+                        && field(v, "shares") == o.shares.0.to_string()
+                        && field(v, "stock").trim() == o.stock.trimmed()
+                        && field(v, "price") == o.price.0.to_string()
+                        && field(v, "display") == ch(o.display)
+                }
+                Inbound::Replace(r) => {
+                    field(v, "existing_order_token").trim() == r.existing.trimmed()
+                        && field(v, "replacement_order_token").trim() == r.replacement.trimmed()
+                        && field(v, "shares") == r.shares.0.to_string()
+                        && field(v, "price") == r.price.0.to_string()
+                }
+                Inbound::Cancel(x) => {
+                    field(v, "order_token").trim() == x.token.trimmed()
+                        && field(v, "shares") == x.shares.0.to_string()
+                }
+                Inbound::Modify(x) => {
+                    field(v, "order_token").trim() == x.token.trimmed()
+                        && field(v, "buy_sell_indicator") == ch(x.side)
+                        && field(v, "shares") == x.shares.0.to_string()
+                }
+            }
+    })
 }
 
 fn field<'a>(v: &'a Value, name: &str) -> &'a str {
@@ -941,7 +989,7 @@ fn field<'a>(v: &'a Value, name: &str) -> &'a str {
 }
 
 /// Our decoded replies against tshark's fields (tokens trimmed, numbers decimal).
-fn same_ouch(ours: &[Outbound], theirs: &[Value]) -> bool {
+fn same_outbound(ours: &[Outbound], theirs: &[Value]) -> bool {
     let ch = |c: u8| format!("'{}'", c as char);
     ours.iter().zip(theirs).all(|(m, v)| {
         let kind = field(v, "packet_type") == ch(m.kind());
