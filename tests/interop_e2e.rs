@@ -1468,6 +1468,14 @@ fn nasdaq_protocols_client_logs_in_and_decodes_our_replies() {
     assert_eq!(m[6]["order_token"], "NP1");
     assert_eq!(m[6]["decrement_shares"], 60);
     assert_eq!(m[6]["reason"], "U");
+    // The re-login asked for sequence 5, right-padded: Login Accepted says 5 and the replay
+    // is messages 5..=7, identical.
+    assert_eq!(
+        out["relogin_accepted"]["sequence"], 5,
+        "{}",
+        out["relogin_accepted"]
+    );
+    assert_eq!(out["replayed"].as_array().unwrap(), &m[4..].to_vec());
     let timestamps: Vec<u64> = m.iter().map(|m| m["timestamp"].as_u64().unwrap()).collect();
     assert!(
         timestamps.windows(2).all(|w| w[0] <= w[1]),
@@ -1487,33 +1495,49 @@ fn nasdaq_protocols_client_logs_in_and_decodes_our_replies() {
     );
     let mut client = Vec::new();
     let mut server = Vec::new();
+    let mut logins = Vec::new();
     for row in &rows {
         if row[0][0] == gw.to_string() {
             server.extend(row[1].iter().cloned());
         } else {
             client.extend(row[1].iter().cloned());
             if row[1].first().map(String::as_str) == Some("L") {
-                assert_eq!(
-                    hex_decode(&row[2][0]),
-                    login,
-                    "the Login Request on the wire"
-                );
+                logins.push(hex_decode(&row[2][0]));
             }
         }
     }
+    assert_eq!(logins.len(), 2);
+    assert_eq!(logins[0], login, "the Login Request on the wire");
+    assert_eq!(
+        &logins[1][19..29],
+        b"TEST000001",
+        "re-login names the session"
+    );
+    assert_eq!(
+        &logins[1][29..],
+        format!("5{}", " ".repeat(19)).as_bytes(),
+        "re-login sequence, padded on the right"
+    );
     eprintln!("nasdaq-protocols client sent {client:?}");
     eprintln!("bourse sent {server:?}");
+    let count = |v: &[String], t: &str| v.iter().filter(|x| *x == t).count();
     assert_eq!(client.first().map(String::as_str), Some("L"));
-    assert_eq!(client.iter().filter(|t| *t == "U").count(), 4);
+    assert_eq!(count(&client, "L"), 2, "login and re-login");
+    assert_eq!(count(&client, "U"), 4);
     assert!(client.iter().any(|t| t == "R"), "client heartbeats");
-    assert_eq!(client.last().map(String::as_str), Some("O"));
+    assert_eq!(count(&client, "O"), 2, "two logouts");
     assert_eq!(server.first().map(String::as_str), Some("A"));
-    assert_eq!(server.iter().filter(|t| *t == "S").count(), 7);
+    assert_eq!(count(&server, "A"), 2, "both logins accepted");
+    assert_eq!(
+        count(&server, "S"),
+        7 + 3,
+        "the session, then the replay from 5"
+    );
     assert!(server.iter().any(|t| t == "H"), "server heartbeats");
     let flagged = tshark.fields(GATE, &["soupbintcp.packet_type"]);
     assert_eq!(
         flagged,
-        [[["L".to_string()]]],
-        "only the right-padded Login Request is flagged (tshark's own reading)"
+        [[["L".to_string()]], [["L".to_string()]]],
+        "only the right-padded Login Requests are flagged (tshark's own reading)"
     );
 }

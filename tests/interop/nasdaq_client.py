@@ -9,10 +9,11 @@ OUCH message field by field.
 Session: log in (sequence 1), expect System Event S; Enter NP1 (buy 100 AAPL 150.0000) ->
 Accepted; Enter NP2 (sell 40 at the same price, same account) -> Accepted, Executed (taker),
 Executed (maker NP1); Enter NP3 on an unknown symbol -> Rejected; Cancel NP1 -> Canceled 60;
-stay idle 2 s (heartbeats both ways keep the session up); log out.
+stay idle 2 s (heartbeats both ways keep the session up); log out. Then log in again with
+the session from Login Accepted and sequence 5 ("5" + 19 spaces): messages 5..7 are replayed.
 
-Prints JSON: the Login Request bytes, the session and sequence from Login Accepted, and every
-message received with its decoded fields.
+Prints JSON: the Login Request bytes, the session and sequence from Login Accepted, every
+message received with its decoded fields, and the same for the re-login.
 
 usage: nasdaq_client.py HOST PORT USER PASSWORD
 """
@@ -97,14 +98,33 @@ async def session(ouch, host, port, user, password):
     await asyncio.sleep(2)
     alive_after_idle = not client.closed
     soup_session.logout()
+    last_seq = soup_session.sequence
+
+    # Log in again asking for sequence 5 (sent as "5" + 19 spaces): the replay starts there.
+    replayed = []
+    for _ in range(50):
+        try:
+            again = await ouch.connect_async(
+                (host, port), user, password, login["session"], sequence=5,
+                client_heartbeat_interval=1, server_heartbeat_interval=3,
+            )
+            break
+        except ConnectionRefusedError:  # the first connection may still be closing
+            await asyncio.sleep(0.05)
+    relogin = {"session": str(again.soup_session.session_id.session),
+               "sequence": again.soup_session.sequence + 1}
+    for _ in range(3):
+        msg = await asyncio.wait_for(again.receive_message(), TIMEOUT)
+        replayed.append(fields(msg))
+    again.soup_session.logout()
     await asyncio.sleep(0.2)
-    return login, received, alive_after_idle, soup_session.sequence
+    return login, received, alive_after_idle, last_seq, relogin, replayed
 
 
 def main(host, port, user, password):
     with tempfile.TemporaryDirectory() as out_dir:
         ouch = generate(out_dir)
-        login, received, alive, last_seq = asyncio.run(
+        login, received, alive, last_seq, relogin, replayed = asyncio.run(
             session(ouch, host, int(port), user, password))
     _, login_bytes = soup.LoginRequest(user, password, "", "1").to_bytes()
     print(json.dumps({
@@ -114,6 +134,8 @@ def main(host, port, user, password):
         "alive_after_idle": alive,
         "last_sequence": last_seq,
         "messages": received,
+        "relogin_accepted": relogin,
+        "replayed": replayed,
     }))
 
 
