@@ -655,6 +655,9 @@ fn trade(venue: &Venue) -> Session {
     bob.send(&enter("B7", b'S', 100, "AAPL", 1_506_000, DAY, b'A'));
     bob.send(&enter("B8", b'S', 300, "MSFT", 3_020_000, DAY, b'Y'));
     bob.expect("AA");
+    // Joins A3's level: two orders at 150.50.
+    bob.send(&enter("B9", b'S', 100, "AAPL", 1_505_000, DAY, b'Y'));
+    bob.expect("A");
 
     // Quiet for more than a second: server heartbeats; a client heartbeat each way.
     alice.heartbeat();
@@ -676,10 +679,10 @@ fn trade(venue: &Venue) -> Session {
         admin::send(venue.admin, &Request::EndOfDay, TIMEOUT).unwrap(),
         "ok end-of-day"
     );
-    // End of day: BOB's resting B7 (AAPL ask), B5R (MSFT bid), B8 (MSFT ask), then event E.
-    let eod = bob.expect("CCCS");
+    // End of day: BOB's resting B9, B7 (AAPL asks), B5R (MSFT bid), B8 (MSFT ask), then E.
+    let eod = bob.expect("CCCCS");
     assert!(
-        eod[..3]
+        eod[..4]
             .iter()
             .all(|m| matches!(m, Outbound::Canceled(c) if c.reason == b'E'))
     );
@@ -1330,8 +1333,11 @@ fn check_itch_book(python: &Path, file: &Path, messages: &[Vec<u8>], session: &S
         .values()
         .filter(|(b, a)| !b.is_empty() && !a.is_empty())
         .count();
+    let shared_level = glimpse
+        .values()
+        .any(|(b, a)| b.iter().chain(a).any(|l| l.2 >= 2));
     assert!(
-        symbols_with_both_sides >= 2 && resting >= 6,
+        symbols_with_both_sides >= 2 && resting >= 8 && shared_level,
         "a non-trivial book: {glimpse:?}"
     );
 
