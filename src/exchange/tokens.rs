@@ -2,12 +2,19 @@
 //!
 //! A token stays in the table for the whole day, live or not, because a reused token must be
 //! ignored (benign resend, PROTOCOLS.md 2.6). The table is sized once from the configured
-//! limit and never grows; the hasher has fixed keys so the core stays deterministic.
+//! limit and never grows. The hasher is foldhash with a fixed seed: fast on 14-byte keys and
+//! deterministic (outputs never depend on table order anyway; the digest sorts). Tables are
+//! per account, so an account that chooses colliding tokens slows only its own lookups.
 
 use crate::book::OrderHandle;
 use crate::types::Token;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, DefaultHasher};
+/// Fixed seed: the core reads no randomness.
+const SEED: u64 = 0x626f_7572_7365_2131;
+
+fn hasher() -> foldhash::fast::FixedState {
+    foldhash::fast::FixedState::with_seed(SEED)
+}
 
 /// Where a token's order is, if it is still on a book.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -19,7 +26,7 @@ pub(crate) enum TokenState {
 }
 
 pub(crate) struct TokenTable {
-    map: HashMap<Token, TokenState, BuildHasherDefault<DefaultHasher>>,
+    map: HashMap<Token, TokenState, foldhash::fast::FixedState>,
     limit: usize,
 }
 
@@ -27,7 +34,7 @@ impl TokenTable {
     pub fn new(limit: u32) -> Self {
         let limit = limit as usize;
         TokenTable {
-            map: HashMap::with_capacity_and_hasher(limit, Default::default()),
+            map: HashMap::with_capacity_and_hasher(limit, hasher()),
             limit,
         }
     }

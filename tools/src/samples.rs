@@ -35,8 +35,13 @@ pub struct Day {
 
 /// Write `day` as a journal in `dir` (which must not hold one yet).
 pub fn record(day: &Day, dir: &Path) -> Result<(), String> {
+    record_with(day, dir, SEGMENT_BYTES)
+}
+
+/// [`record`] with another segment size (large synthetic days).
+pub fn record_with(day: &Day, dir: &Path, segment_bytes: u64) -> Result<(), String> {
     let config = JournalConfig {
-        segment_bytes: SEGMENT_BYTES,
+        segment_bytes,
         max_payload_bytes: 64 << 10,
         durability: Durability::Async,
         create_dir: true,

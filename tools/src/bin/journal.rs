@@ -40,6 +40,18 @@ enum Command {
     Stats { dir: PathBuf },
     /// Regenerate the recorded days of `replay-logs/` into OUT (see replay-logs/README.md).
     RecordSamples { out: PathBuf },
+    /// Write a journal of a seeded benchmark workload (for replay and recovery timing).
+    Synth {
+        out: PathBuf,
+        /// quantcup, exchange-core, deep-book, sweep or realistic.
+        #[arg(long, default_value = "exchange-core")]
+        workload: String,
+        /// Operations to generate.
+        #[arg(long, default_value_t = 1_000_000)]
+        ops: u32,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -48,6 +60,12 @@ fn main() -> ExitCode {
         Command::Dump { dir, from, count } => dump(&dir, from, count),
         Command::Stats { dir } => stats(&dir),
         Command::RecordSamples { out } => record_samples(&out),
+        Command::Synth {
+            out,
+            workload,
+            ops,
+            seed,
+        } => synth(&out, &workload, ops, seed),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -213,5 +231,49 @@ fn record_samples(out: &Path) -> Result<(), String> {
             report.inputs, report.itch_messages
         );
     }
+    Ok(())
+}
+
+fn synth(out: &Path, workload: &str, ops: u32, seed: u64) -> Result<(), String> {
+    use bourse::workload::{self, Spec, Workload};
+    let kind = match workload {
+        "quantcup" => Workload::QuantCup,
+        "exchange-core" => Workload::ExchangeCore,
+        "deep-book" => Workload::DeepBook,
+        "sweep" => Workload::Sweep,
+        "realistic" => Workload::Realistic,
+        other => return Err(format!("unknown workload {other}")),
+    };
+    let spec = Spec {
+        ops,
+        ..Spec::standard(kind, seed)
+    };
+    let stream = workload::generate(spec);
+    let stats = &stream.stats;
+    let limits = bourse::exchange::Limits {
+        orders_per_symbol: (stats.max_resting + 1024).next_power_of_two(),
+        levels_per_side: (stats.max_levels + 64).next_power_of_two(),
+        tokens_per_account: (stats.max_tokens_per_account + 64).next_power_of_two(),
+    };
+    let venue = workload::demo_venue("AAPL", stats.accounts, limits);
+    let tick = venue.symbols[0].tick;
+    let steps = stream
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(i, op)| {
+            let (account, message) = workload::to_message(op, "AAPL", tick);
+            (
+                34_200_000_000_000 + (i as u64 + 1) * 1_000,
+                samples::Step::Ouch(account.0, message),
+            )
+        })
+        .collect();
+    samples::record_with(&samples::Day { venue, steps }, out, 256 << 20)?;
+    println!(
+        "{} inputs of {workload} (seed {seed}) written to {}",
+        stream.ops.len() + 1,
+        out.display()
+    );
     Ok(())
 }
