@@ -17,6 +17,35 @@ use std::time::{Duration, Instant};
 
 const SEED: u64 = 2011;
 
+/// (involuntary context switches, minor page faults) of this process so far, from /proc
+/// (zeros where unavailable): tells preemption and first-touch faults from engine stalls.
+fn disturbances() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let switches = status
+        .lines()
+        .find_map(|l| l.strip_prefix("nonvoluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Field 10 (minflt), counted after the parenthesised command name.
+    let faults = stat
+        .rsplit(')')
+        .next()
+        .and_then(|rest| rest.split_whitespace().nth(7))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    (switches, faults)
+}
+
+fn since(before: (u64, u64)) -> String {
+    let now = disturbances();
+    format!(
+        "  during the run: {} involuntary context switches, {} minor page faults",
+        now.0 - before.0,
+        now.1 - before.1
+    )
+}
+
 fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("histogram bounds")
 }
@@ -116,6 +145,7 @@ fn deep_max<E: Engine>(stream: &Stream) {
     let mut h = histogram();
     let mut shares = 0u64;
     let mut worst = (0u64, 0usize);
+    let before = disturbances();
     for (i, op) in stream.ops.iter().enumerate() {
         let start = Instant::now();
         engine.apply(op, &mut |f| shares += u64::from(f.shares));
@@ -127,6 +157,7 @@ fn deep_max<E: Engine>(stream: &Stream) {
     }
     black_box(shares);
     report(&format!("deep book to 1M, {:>12}", E::NAME), &h);
+    println!("{}", since(before));
     println!(
         "  worst op #{} ({:?}) took {:.1} µs; ops slower than 20 µs: {}",
         worst.1,
@@ -141,6 +172,7 @@ fn deep_max_exchange(stream: &Stream) {
     let mut exchange = exchange_for(stream, &inputs);
     let mut sink = Discard::default();
     let mut h = histogram();
+    let before = disturbances();
     for input in &inputs[1..] {
         let start = Instant::now();
         exchange.apply(input, &mut sink);
@@ -148,6 +180,7 @@ fn deep_max_exchange(stream: &Stream) {
             .expect("latency in range");
     }
     report("deep book to 1M, bourse-exchange", &h);
+    println!("{}", since(before));
     println!(
         "  ops slower than 20 µs: {}",
         h.count_between(20_000, h.max().max(20_000))
