@@ -114,7 +114,7 @@ fn all(c: &mut Criterion) {
     // Skip generating and checking workloads that the filter excludes.
     let filter: Vec<String> = std::env::args()
         .skip(1)
-        .filter(|a| !a.starts_with('-'))
+        .filter(|a| !a.starts_with('-') && a.parse::<f64>().is_err())
         .collect();
     let wanted = |name: &str| {
         filter.is_empty()
