@@ -45,7 +45,7 @@ impl Exchange {
                     h.update(o.deadline_ms.to_be_bytes());
                     h.update([u8::from(o.hidden), p.side_letter, p.display, p.capacity]);
                     h.update(p.account.to_be_bytes());
-                    h.update(p.token.0);
+                    h.update(self.tokens[p.account as usize].token(p.token_slot).0);
                     h.update(p.chain_executed.to_be_bytes());
                 });
             }

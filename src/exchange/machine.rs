@@ -17,7 +17,8 @@ use crate::wire::ouch::{self, Inbound, cancel_reason, liquidity, order_state};
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub(crate) struct Resting {
     pub order_ref: u64,
-    pub token: Token,
+    /// The order's slot in its account's token table (the token itself lives there).
+    pub token_slot: u32,
     pub account: u16,
     /// Shares executed by the whole replace chain so far.
     pub chain_executed: u32,
@@ -53,6 +54,8 @@ pub(crate) struct Entry {
     pub shares: u32,
     pub tif: u32,
     pub min_qty: u32,
+    /// The order's token (for outputs; the book keeps only the slot).
+    pub token: Token,
     pub resting: Resting,
 }
 
@@ -190,9 +193,10 @@ impl Exchange {
             shares: o.shares.0,
             tif: o.tif,
             min_qty: o.min_qty.0,
+            token: o.token,
             resting: Resting {
                 order_ref: 0,
-                token: o.token,
+                token_slot: 0,
                 account: account.0,
                 chain_executed: 0,
                 side_letter: o.side,
@@ -206,7 +210,7 @@ impl Exchange {
             self.reject(ts, account, o.token, ouch::reject_reason::OTHER, sink);
             return Outcome::Applied;
         }
-        self.tokens[account.0 as usize].insert(o.token, TokenState::Dead);
+        let token_slot = self.tokens[account.0 as usize].insert(o.token, TokenState::Dead);
         let order_ref = self.take_order_ref();
         let accepted = ouch::Accepted {
             timestamp: ts,
@@ -235,6 +239,7 @@ impl Exchange {
             let entry = Entry {
                 resting: Resting {
                     order_ref,
+                    token_slot,
                     ..entry.resting
                 },
                 ..entry
@@ -311,7 +316,7 @@ impl Exchange {
         if e.tif == validate::TIF_IOC {
             let canceled = ouch::Canceled {
                 timestamp: ts,
-                token: e.resting.token,
+                token: e.token,
                 decrement: Shares(remaining),
                 reason: cancel_reason::IMMEDIATE_OR_CANCEL,
             };
@@ -326,7 +331,11 @@ impl Exchange {
         let book = &mut self.books[e.symbol as usize];
         let hidden = !e.resting.displayed();
         let handle = book.insert(e.side, e.price, shares, hidden, deadline_ms, e.resting);
-        self.tokens[e.account.0 as usize].set_live(&e.resting.token, e.symbol, handle);
+        let live = TokenState::Live {
+            symbol: e.symbol,
+            handle,
+        };
+        self.tokens[e.account.0 as usize].set(e.resting.token_slot, live);
         if hidden {
             return;
         }
@@ -366,7 +375,7 @@ impl Exchange {
         } = self;
         let stock = specs[e.symbol as usize].symbol;
         let locate = e.symbol + 1;
-        let taker = e.resting;
+        let taker_token = e.token;
         let remaining =
             books[e.symbol as usize].execute(e.side, e.price, e.shares, |fill, maker| {
                 let match_number = MatchNumber(*next_match);
@@ -380,14 +389,15 @@ impl Exchange {
                     liquidity: flag,
                     match_number,
                 };
-                let taker_msg = executed(taker.token, liquidity::REMOVED);
+                let taker_msg = executed(taker_token, liquidity::REMOVED);
                 sink.ouch(e.account, &ouch::Outbound::Executed(taker_msg));
                 let maker_flag = if fill.maker_hidden {
                     liquidity::HIDDEN_ADDED
                 } else {
                     liquidity::ADDED
                 };
-                let maker_msg = executed(maker.token, maker_flag);
+                let maker_table = &mut tokens[maker.account as usize];
+                let maker_msg = executed(maker_table.token(maker.token_slot), maker_flag);
                 sink.ouch(
                     AccountId(maker.account),
                     &ouch::Outbound::Executed(maker_msg),
@@ -416,7 +426,7 @@ impl Exchange {
                 };
                 sink.itch(&itch::Message { header, body });
                 if fill.maker_leaves == 0 {
-                    tokens[maker.account as usize].set_dead(&maker.token);
+                    maker_table.set(maker.token_slot, TokenState::Dead);
                 }
             });
         e.shares - remaining
@@ -432,7 +442,8 @@ impl Exchange {
         intended: u32,
         sink: &mut S,
     ) -> Outcome {
-        let Some(TokenState::Live { symbol, handle }) = self.tokens[account.0 as usize].get(&token)
+        let Some((slot, TokenState::Live { symbol, handle })) =
+            self.tokens[account.0 as usize].get(&token)
         else {
             return Outcome::Ignored("cancel of an unknown or dead token");
         };
@@ -456,7 +467,7 @@ impl Exchange {
         };
         sink.ouch(account, &ouch::Outbound::Canceled(canceled));
         if gone {
-            self.tokens[account.0 as usize].set_dead(&token);
+            self.tokens[account.0 as usize].set(slot, TokenState::Dead);
         }
         if displayed {
             let order_ref = OrderRef(order_ref);
@@ -484,10 +495,11 @@ impl Exchange {
         sink: &mut S,
     ) {
         let owner = AccountId(r.payload.account);
-        self.tokens[owner.0 as usize].set_dead(&r.payload.token);
+        let table = &mut self.tokens[owner.0 as usize];
+        table.set(r.payload.token_slot, TokenState::Dead);
         let canceled = ouch::Canceled {
             timestamp: ts,
-            token: r.payload.token,
+            token: table.token(r.payload.token_slot),
             decrement: Shares(r.leaves),
             reason,
         };
@@ -510,7 +522,8 @@ impl Exchange {
         sink: &mut S,
     ) -> Outcome {
         let table = &self.tokens[account.0 as usize];
-        let Some(TokenState::Live { symbol, handle }) = table.get(&u.existing) else {
+        let Some((existing_slot, TokenState::Live { symbol, handle })) = table.get(&u.existing)
+        else {
             return Outcome::Ignored("replace of an order that is not live");
         };
         if table.get(&u.replacement).is_some() {
@@ -537,6 +550,7 @@ impl Exchange {
             shares: u.shares.0.saturating_sub(old.payload.chain_executed),
             tif: u.tif,
             min_qty: u.min_qty.0,
+            token: u.replacement,
             resting: Resting {
                 display: u.display,
                 ..*old.payload
@@ -556,9 +570,10 @@ impl Exchange {
             );
         }
         let old = self.books[symbol as usize].remove(handle);
-        self.tokens[account.0 as usize].set_dead(&u.existing);
-        self.tokens[account.0 as usize].insert(u.replacement, TokenState::Dead);
-        self.enter_replacement(ts, account, symbol, &old, u, sink);
+        let table = &mut self.tokens[account.0 as usize];
+        table.set(existing_slot, TokenState::Dead);
+        let slot = table.insert(u.replacement, TokenState::Dead);
+        self.enter_replacement(ts, account, symbol, &old, u, slot, sink);
         Outcome::Applied
     }
 
@@ -586,6 +601,7 @@ impl Exchange {
         symbol: u16,
         old: &Removal<Resting>,
         u: &ouch::ReplaceOrder,
+        token_slot: u32,
         sink: &mut S,
     ) {
         let executed = old.payload.chain_executed;
@@ -599,9 +615,10 @@ impl Exchange {
             shares: exposure,
             tif: u.tif,
             min_qty: u.min_qty.0,
+            token: u.replacement,
             resting: Resting {
                 order_ref,
-                token: u.replacement,
+                token_slot,
                 display: u.display,
                 ..old.payload
             },
@@ -627,7 +644,7 @@ impl Exchange {
             } else {
                 order_state::LIVE
             },
-            previous_token: old.payload.token,
+            previous_token: self.tokens[account.0 as usize].token(old.payload.token_slot),
             bbo_weight: b' ',
         };
         sink.ouch(account, &ouch::Outbound::Replaced(replaced));
@@ -670,7 +687,11 @@ impl Exchange {
         let deadline_ms = validate::deadline_ms(ts.0, e.tif);
         let book = &mut self.books[e.symbol as usize];
         let handle = book.insert(e.side, e.price, shares, false, deadline_ms, e.resting);
-        self.tokens[e.account.0 as usize].set_live(&e.resting.token, e.symbol, handle);
+        let live = TokenState::Live {
+            symbol: e.symbol,
+            handle,
+        };
+        self.tokens[e.account.0 as usize].set(e.resting.token_slot, live);
     }
 
     // ---- time, admin, day boundaries ---------------------------------------------------
@@ -922,7 +943,7 @@ impl Exchange {
 
     /// Handle of a live order by account and token (tools and tests).
     pub fn live_order(&self, account: AccountId, token: &Token) -> Option<(u16, OrderHandle)> {
-        match self.tokens.get(account.0 as usize)?.get(token)? {
+        match self.tokens.get(account.0 as usize)?.get(token)?.1 {
             TokenState::Live { symbol, handle } => Some((symbol, handle)),
             TokenState::Dead => None,
         }
