@@ -573,7 +573,7 @@ impl Exchange {
         let table = &mut self.tokens[account.0 as usize];
         table.set(existing_slot, TokenState::Dead);
         let slot = table.insert(u.replacement, TokenState::Dead);
-        self.enter_replacement(ts, account, symbol, &old, u, slot, sink);
+        self.enter_replacement(ts, symbol, &old, u, slot, sink);
         Outcome::Applied
     }
 
@@ -597,13 +597,13 @@ impl Exchange {
     fn enter_replacement<S: Sink>(
         &mut self,
         ts: Timestamp,
-        account: AccountId,
         symbol: u16,
         old: &Removal<Resting>,
         u: &ouch::ReplaceOrder,
         token_slot: u32,
         sink: &mut S,
     ) {
+        let account = AccountId(old.payload.account);
         let executed = old.payload.chain_executed;
         let exposure = u.shares.0.saturating_sub(executed);
         let order_ref = self.take_order_ref();
