@@ -762,3 +762,42 @@ fn random_days_cover_the_hard_cases() {
             && closed > 20
     );
 }
+
+mod threaded {
+    use super::*;
+    use bourse::config::WaitStrategy;
+    use bourse::engine::threaded::{Output as PipelineOutput, Sharded, ShardedConfig};
+
+    #[derive(Default)]
+    struct Collect(Vec<Output>);
+
+    impl bourse::exchange::Sink for Collect {
+        fn ouch(&mut self, account: AccountId, message: &ouch::Outbound) {
+            self.0.push(Output::Ouch(account, *message));
+        }
+        fn itch(&mut self, message: &bourse::wire::itch::Message) {
+            self.0.push(Output::Itch(*message));
+        }
+    }
+
+    impl PipelineOutput for Collect {}
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: cases() / 4 + 1, ..ProptestConfig::default() })]
+
+        /// The same random days on real threads and small rings (backpressure, late verdicts).
+        #[test]
+        fn threads_equal_exchange((limits, steps, eod) in day(), shards in 1usize..=3) {
+            let (venue, inputs) = build(limits, &steps, eod);
+            let want = reference(&venue, &inputs);
+            let config = ShardedConfig { shards, wait: WaitStrategy::Park, ring_slots: 64, pin_cores: false };
+            let mut p = Sharded::start(&venue, &config, Collect::default()).unwrap();
+            for i in &inputs {
+                p.apply(i);
+            }
+            let got = p.finish().0;
+            prop_assert_eq!(got.len(), want.outputs.len());
+            prop_assert!(got == want.outputs, "{} shards: outputs differ", shards);
+        }
+    }
+}

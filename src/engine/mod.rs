@@ -20,5 +20,6 @@ pub mod merge;
 pub mod msg;
 pub mod pipeline;
 pub mod shard;
+pub mod threaded;
 
 pub use pipeline::Pipeline;
