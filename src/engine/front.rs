@@ -175,6 +175,15 @@ impl Front {
         link.to_merge(Plan::Snapshot { after_seq, ts, id });
     }
 
+    /// Take every verdict already answered (nothing stays pending once the shards are idle).
+    pub fn settle_all<L: FrontLink>(&mut self, link: &mut L) {
+        for shard in 0..self.shards {
+            while let Some(v) = link.try_verdict(shard) {
+                self.settle(shard, v);
+            }
+        }
+    }
+
     /// Tell every shard to stop once it has done its work.
     pub fn stop<L: FrontLink>(&mut self, link: &mut L) {
         for shard in 0..self.shards {

@@ -221,6 +221,21 @@ impl Pipeline {
         self.lanes.shards.iter().map(Shard::resting_orders).sum()
     }
 
+    /// The three parts, every sequenced input carried through (to start the threads from a
+    /// state rebuilt by replay).
+    pub fn into_parts<S: Sink>(mut self, sink: &mut S) -> (Front, Vec<Shard>, Merge) {
+        self.flush(sink);
+        let mut side = FrontSide {
+            lanes: &mut self.lanes,
+            plans: &mut self.plans,
+        };
+        // Answered verdicts still queued: settle them so the front starts with no debt.
+        self.front.settle_all(&mut side);
+        assert!(self.lanes.cmds.iter().all(VecDeque::is_empty));
+        assert!(self.lanes.events.iter().all(VecDeque::is_empty));
+        (self.front, self.lanes.shards, self.merge)
+    }
+
     /// Times the front had to wait for a shard's verdict.
     pub fn front_waits(&self) -> u64 {
         self.front.waits

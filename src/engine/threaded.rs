@@ -31,6 +31,8 @@ use std::time::Duration;
 
 /// Longest sleep of a parked thread without a bell (bounds how late a missed wake is seen).
 const PARK_MAX: Duration = Duration::from_millis(2);
+/// Longest sleep of an idle output thread between two rounds of its timers.
+const IDLE_PARK: Duration = Duration::from_millis(5);
 /// A producer facing a full ring re-checks this often in `park` mode.
 const FULL_RING_PARK: Duration = Duration::from_micros(50);
 
@@ -119,6 +121,23 @@ impl Waiter {
                     thread::park_timeout(PARK_MAX);
                     self.bell.sleeping.store(false, Ordering::Relaxed);
                 }
+            }
+        }
+    }
+
+    /// One short wait of an idle consumer (at most [`IDLE_PARK`] parked), so it can run its
+    /// timers between waits. `ready` re-checks for work after the bell is armed.
+    fn pause(&self, mut ready: impl FnMut() -> bool) {
+        match self.strategy {
+            WaitStrategy::Spin => std::hint::spin_loop(),
+            WaitStrategy::Yield => thread::yield_now(),
+            WaitStrategy::Park => {
+                self.bell.sleeping.store(true, Ordering::Relaxed);
+                fence(Ordering::SeqCst);
+                if !ready() {
+                    thread::park_timeout(IDLE_PARK);
+                }
+                self.bell.sleeping.store(false, Ordering::Relaxed);
             }
         }
     }
@@ -286,10 +305,27 @@ pub struct Sharded<O: Output> {
 impl<O: Output> Sharded<O> {
     pub fn start(venue: &Venue, config: &ShardedConfig, output: O) -> Result<Self, String> {
         let n = config.shards.max(1);
-        let slots = config.ring_slots.max(64).next_power_of_two();
-        let strategy = config.wait;
         let front = Front::new(venue, n).map_err(|e| e.to_string())?;
         let merge = Merge::new(venue, n).map_err(|e| e.to_string())?;
+        let shards = (0..n)
+            .map(|k| Shard::new(venue, k, n))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        Self::from_parts(front, shards, merge, config, output)
+    }
+
+    /// Start the threads from parts with state (e.g. rebuilt by replaying the journal through
+    /// a [`super::Pipeline`]); `config.shards` is taken from the parts.
+    pub fn from_parts(
+        front: Front,
+        shards: Vec<Shard>,
+        merge: Merge,
+        config: &ShardedConfig,
+        output: O,
+    ) -> Result<Self, String> {
+        let n = shards.len();
+        let slots = config.ring_slots.max(64).next_power_of_two();
+        let strategy = config.wait;
         let stats = Arc::new(Stats {
             resting: (0..n).map(|_| AtomicU64::new(0)).collect(),
             expiring: (0..n).map(|_| AtomicU64::new(0)).collect(),
@@ -305,8 +341,9 @@ impl<O: Output> Sharded<O> {
         let mut verdict_rxs = Vec::with_capacity(n);
         let mut event_rxs = Vec::with_capacity(n);
         let mut shard_threads = Vec::with_capacity(n);
-        for k in 0..n {
-            let mut shard = Shard::new(venue, k, n).map_err(|e| e.to_string())?;
+        for (k, mut shard) in shards.into_iter().enumerate() {
+            stats.resting[k].store(shard.resting_orders(), Ordering::Relaxed);
+            stats.expiring[k].store(shard.expiring_orders(), Ordering::Relaxed);
             let (cmd_tx, mut cmd_rx) = ring(slots, ShardCmd::EMPTY);
             let (event_tx, event_rx) = ring(slots, ShardEvent::EMPTY);
             let (verdict_tx, verdict_rx) = channel::bounded(2 * slots + 2);
@@ -366,6 +403,11 @@ impl<O: Output> Sharded<O> {
             events: event_rxs,
         };
         let core = pin.then(|| cores[1]);
+        stats
+            .order_refs
+            .store(merge.order_refs_used(), Ordering::Relaxed);
+        stats.matches.store(merge.matches_used(), Ordering::Relaxed);
+        stats.merged_seq.store(merge.last_seq(), Ordering::Relaxed);
         let merge_stats = stats.clone();
         let merge_thread = thread::Builder::new()
             .name("bourse-output".into())
@@ -480,11 +522,8 @@ fn run_merge<O: Output>(mut merge: Merge, mut src: MergeSources, mut out: O, sta
                 return out;
             }
             let (rx, buffer) = (&mut src.plans, &mut src.plan_buffer);
-            let mut gone = false;
-            src.waiter.until(|| {
-                gone = !drain(rx, buffer);
-                (!buffer.is_empty() || gone).then_some(())
-            });
+            src.waiter
+                .pause(|| !drain(rx, buffer) || !buffer.is_empty());
             continue;
         };
         if !matches!(plan, Plan::Snapshot { .. } | Plan::Silent { .. }) {
