@@ -186,10 +186,10 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
             Layout::Compact => {
                 Replaying::Compact(Exchange::new(header.venue.clone()).map_err(|e| e.to_string())?)
             }
-            Layout::Sharded => Replaying::Sharded(Box::new(
+            Layout::Sharded => Replaying::Sharded(
                 Pipeline::new(&header.venue, config.engine.shards as usize)
                     .map_err(|e| e.to_string())?,
-            )),
+            ),
         };
         if report.last_seq == 0 {
             start_day(&mut sequencer, &header, &mut core, &mut outputs)?;
@@ -475,9 +475,10 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
 }
 
 /// The state being rebuilt by replay, before the sharded threads start.
+#[allow(clippy::large_enum_variant)] // one short-lived value during recovery
 enum Replaying {
     Compact(Exchange),
-    Sharded(Box<Pipeline>),
+    Sharded(Pipeline),
 }
 
 impl Replaying {
