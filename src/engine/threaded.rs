@@ -30,9 +30,9 @@ use std::thread::{self, JoinHandle, Thread};
 use std::time::Duration;
 
 /// Longest sleep of a parked thread without a bell (bounds how late a missed wake is seen).
-const PARK_MAX: Duration = Duration::from_millis(2);
+const PARK_MAX: Duration = Duration::from_millis(50);
 /// Longest sleep of an idle output thread between two rounds of its timers.
-const IDLE_PARK: Duration = Duration::from_millis(5);
+const IDLE_PARK: Duration = Duration::from_millis(10);
 /// A producer facing a full ring re-checks this often in `park` mode.
 const FULL_RING_PARK: Duration = Duration::from_micros(50);
 
