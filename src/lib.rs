@@ -9,6 +9,7 @@ pub mod book;
 pub mod client;
 pub mod config;
 pub mod daemon;
+pub mod engine;
 pub mod exchange;
 pub mod gateway;
 pub mod journal;

@@ -4,12 +4,16 @@
 //! its outputs go to the account and ITCH streams, from which the gateway and the feed send
 //! them only after the batch's journal flush.
 
-use crate::config::Config;
+use crate::config::{Config, Layout};
+use crate::engine::Pipeline;
+use crate::engine::threaded::{Output as PipelineOutput, Sharded, ShardedConfig};
 use crate::exchange::{Admin, Command, Exchange, Input, Outcome, Sink};
 use crate::gateway::Intake;
 use crate::journal::{
-    Durability, JournalConfig, JournalReader, JournalWriter, RecoveryReport, day_epoch_of,
+    Durability, DurabilityGate, JournalConfig, JournalReader, JournalWriter, RecoveryReport,
+    day_epoch_of,
 };
+use crate::marketdata::glimpse::{PendingSnapshot, SnapshotDesk, SnapshotEncoder};
 use crate::replay;
 use crate::sequencer::record::{
     self, DayHeader, KIND_ADMIN, KIND_OUCH, KIND_START_OF_DAY, KIND_TICK,
@@ -19,13 +23,16 @@ use crate::stream::{StreamReader, StreamWriter, stream};
 use crate::types::{AccountId, Timestamp};
 use crate::wire::ouch::Inbound;
 use crate::wire::{itch, ouch};
-use std::sync::atomic::Ordering;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// Largest encoded OUCH/ITCH message.
 const MESSAGE_BYTES_MAX: usize = 96;
 
 /// Where ITCH messages go after the ITCH stream: the multicast publisher.
-pub trait FeedOut {
+pub trait FeedOut: Send + 'static {
     fn publish(&mut self, message: &[u8], now_ns: u64);
     /// No further output is pending: send the partial packet.
     fn flush(&mut self, now_ns: u64);
@@ -64,6 +71,10 @@ pub struct Outputs<F: FeedOut> {
     itch: StreamWriter,
     /// None while recovery replays the journal: rebuild the streams, send nothing.
     pub feed: Option<F>,
+    /// Publish each ITCH message as it is appended: only where appends happen after release
+    /// (the sharded output stage). The compact layout publishes from the stream after each
+    /// batch's durability instead (`Engine::try_release`).
+    publish_inline: bool,
     now_ns: u64,
     /// ITCH End of Messages seen: the day is over.
     pub day_ended: bool,
@@ -96,13 +107,31 @@ impl<F: FeedOut> Sink for Outputs<F> {
         ) {
             self.day_ended = true;
         }
+        if self.publish_inline
+            && let Some(feed) = self.feed.as_mut()
+        {
+            feed.publish(&buf[..n], self.now_ns);
+        }
     }
 }
 
+/// The state machine behind the sequencer: the compact layout applies inputs inline; the
+/// sharded layout hands them to the front of the threaded pipeline (DESIGN.md 1).
+enum Core<F: FeedOut> {
+    Compact {
+        exchange: Exchange,
+        outputs: Outputs<F>,
+    },
+    Sharded {
+        pipeline: Sharded<ShardedOutputs<F>>,
+        shared: Arc<OutputShared>,
+        next_snapshot: u64,
+    },
+}
+
 pub struct Engine<C: Clock, F: FeedOut> {
-    pub exchange: Exchange,
+    core: Core<F>,
     sequencer: Sequencer<C>,
-    pub outputs: Outputs<F>,
     pub header: DayHeader,
     ouch_readers: Vec<StreamReader>,
     itch_reader: StreamReader,
@@ -110,11 +139,12 @@ pub struct Engine<C: Clock, F: FeedOut> {
     tick_ns: u64,
     /// A journal or stream failure: stop taking inputs and shut down.
     pub fatal: Option<String>,
-    durability: Durability,
-    /// ITCH messages handed to the feed so far (the rest wait for durability).
-    itch_published: u64,
-    awaiting: bool,
     pub recovery: RecoveryReport,
+    durability: Durability,
+    /// Compact layout: ITCH messages handed to the feed so far (the rest await durability).
+    itch_published: u64,
+    /// Compact layout, `replicated` mode: a batch waits for a standby's confirmation.
+    awaiting: bool,
 }
 
 /// Capacities of the output streams (virtual reservations; pages are used as written).
@@ -125,8 +155,12 @@ pub const OUCH_STREAM_MESSAGES: u64 = 32 << 20;
 
 impl<C: Clock, F: FeedOut> Engine<C, F> {
     /// Open (or start) the journal, replay it to rebuild the exchange and the streams, then
-    /// open the feed at the next ITCH sequence number (`make_feed(next_seq)`). Returns an
-    /// engine ready for new inputs. `progress(done, total)` reports the replay.
+    /// open the feed (`make_feed(next_seq)`). Returns an engine ready for new inputs.
+    /// `progress(done, total)` reports the replay.
+    ///
+    /// The sharded layout replays through the same split state machine in one thread, then
+    /// starts its shard and output threads from that state. A new day's opening messages are
+    /// multicast once the feed is open; a recovered day's are not sent again.
     pub fn recover(
         config: &Config,
         mut clock: C,
@@ -134,91 +168,47 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
         progress: impl FnMut(u64, u64),
     ) -> Result<Self, String> {
         let day_epoch = day_epoch_of(clock.unix_ns());
-        let mut engine = Self::open(config, clock, day_epoch, progress)?;
-        let new_day = engine.exchange.last_seq() == 0;
-        // The feed opens first, so a new day's opening messages are multicast too (they are
-        // published with the first batch's release); a recovered day's are not sent again.
-        engine.open_feed(make_feed)?;
+        let mut opened = Opened::open(config, clock, day_epoch, config.engine.layout, progress)?;
+        let new_day = opened.report.last_seq == 0;
         if new_day {
-            engine.start_day()?;
+            let Opened { sequencer, header, core, outputs, .. } = &mut opened;
+            start_day(sequencer, header, core, outputs)?;
         }
-        Ok(engine)
+        let next_itch = if new_day { 1 } else { opened.itch_reader.len() + 1 };
+        let mut feed = make_feed(next_itch)?;
+        if new_day {
+            let now = 0;
+            for seq in 1..=opened.itch_reader.len() {
+                feed.publish(opened.itch_reader.get(seq).expect("published"), now);
+            }
+            feed.flush(now);
+        }
+        opened.outputs.feed = Some(feed);
+        opened.into_engine(config)
     }
 
-    /// A standby's engine: the journal recovered and replayed, but no day started (the
-    /// primary's records, start of day included, arrive through [`Self::apply_replicated`])
-    /// and no feed until it takes over. A new journal gets the primary's day epoch.
+    /// A standby's engine (compact layout): the journal recovered and replayed, but no day
+    /// started (the primary's records, start of day included, arrive through
+    /// [`Self::apply_replicated`]) and no feed until it takes over ([`Self::open_feed`]). A new
+    /// journal gets the primary's day epoch.
     pub fn follower(
         config: &Config,
         clock: C,
         day_epoch_unix_ns: u64,
         progress: impl FnMut(u64, u64),
     ) -> Result<Self, String> {
-        Self::open(config, clock, day_epoch_unix_ns, progress)
+        Opened::open(config, clock, day_epoch_unix_ns, Layout::Compact, progress)?.into_engine(config)
     }
 
-    /// Open the market-data feed at the next ITCH sequence number (after recovery, or when a
-    /// standby takes over).
-    pub fn open_feed(
-        &mut self,
-        make_feed: impl FnOnce(u64) -> Result<F, String>,
-    ) -> Result<(), String> {
-        self.outputs.feed = Some(make_feed(self.next_itch_seq())?);
+    /// Open the market-data feed at the next ITCH sequence number (a standby taking over).
+    pub fn open_feed(&mut self, make_feed: impl FnOnce(u64) -> Result<F, String>) -> Result<(), String> {
+        let next = self.next_itch_seq();
+        match &mut self.core {
+            Core::Compact { outputs, .. } => outputs.feed = Some(make_feed(next)?),
+            Core::Sharded { .. } => return Err("a standby runs the compact layout".into()),
+        }
         self.itch_published = self.itch_reader.len();
         Ok(())
-    }
-
-    fn open(
-        config: &Config,
-        clock: C,
-        day_epoch: u64,
-        mut progress: impl FnMut(u64, u64),
-    ) -> Result<Self, String> {
-        let journal_config = journal_config(config);
-        let (writer, report) =
-            JournalWriter::open_or_create(journal_config, day_epoch).map_err(|e| e.to_string())?;
-        if let Some(tail) = &report.torn_tail {
-            tracing::warn!(path = %tail.path.display(), offset = tail.offset_bytes, cut_bytes = tail.cut_bytes, "journal: cut a torn tail ({})", tail.reason);
-        }
-        let accounts = config.accounts.len();
-        let (ouch_writers, ouch_readers) =
-            streams(accounts, OUCH_STREAM_BYTES, OUCH_STREAM_MESSAGES)?;
-        let (itch, itch_reader) =
-            stream(ITCH_STREAM_BYTES, ITCH_STREAM_MESSAGES).map_err(|e| e.to_string())?;
-        let outputs = Outputs {
-            ouch: ouch_writers,
-            itch,
-            feed: None,
-            now_ns: 0,
-            day_ended: false,
-            full: None,
-        };
-        let header = DayHeader {
-            format: DayHeader::FORMAT,
-            gateway_session: config.gateway.session.clone(),
-            feed_session: config.feed.session.clone(),
-            venue: config.venue(),
-        };
-        let exchange = Exchange::new(header.venue.clone()).map_err(|e| e.to_string())?;
-        let mut engine = Engine {
-            exchange,
-            sequencer: Sequencer::new(writer, clock),
-            outputs,
-            header,
-            ouch_readers,
-            itch_reader,
-            last_tick: Timestamp(0),
-            tick_ns: config.engine.tick_ms.max(1) * 1_000_000,
-            fatal: None,
-            durability: journal_durability(config.journal.durability),
-            itch_published: 0,
-            awaiting: false,
-            recovery: report.clone(),
-        };
-        if report.last_seq > 0 {
-            engine.replay_journal(&config.journal.dir, report.last_seq, &mut progress)?;
-        }
-        Ok(engine)
     }
 
     /// A standby applies a record from the primary: journal it with the primary's timestamp
@@ -235,9 +225,7 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
             .append_at(timestamp, kind, payload)
             .map_err(|e| e.to_string())?;
         if own != seq {
-            return Err(format!(
-                "replicated record {seq} landed at {own} in this journal"
-            ));
+            return Err(format!("replicated record {seq} landed at {own} in this journal"));
         }
         if kind == KIND_START_OF_DAY {
             let header = DayHeader::decode(payload).map_err(|e| e.0)?;
@@ -245,98 +233,26 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
                 return Err("the primary's journal has other sessions or another venue definition than this config".into());
             }
         }
-        replay::apply_record(
-            &mut self.exchange,
-            seq,
-            timestamp,
-            kind,
-            payload,
-            &mut self.outputs,
-        )
-        .map_err(|e| e.to_string())?;
-        if let Some(full) = self.outputs.full.take() {
+        let Core::Compact { exchange, outputs } = &mut self.core else {
+            return Err("a standby runs the compact layout".into());
+        };
+        replay::apply_record(exchange, seq, timestamp, kind, payload, outputs)
+            .map_err(|e| e.to_string())?;
+        if let Some(full) = outputs.full.take() {
             return Err(full);
         }
         Ok(())
     }
 
-    /// The journal's confirmed-by-standby number (raised by the replication server).
-    pub fn confirmed_seq_handle(&self) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
-        self.sequencer.journal().confirmed_seq_handle()
-    }
-
     /// Make everything applied so far durable (a standby acks what this returns).
     pub fn flush_journal(&mut self) -> Result<u64, String> {
         self.sequencer.flush().map_err(|e| e.to_string())?;
-        Ok(self.exchange.last_seq())
+        Ok(self.last_seq())
     }
 
-    fn start_day(&mut self) -> Result<(), String> {
-        let payload = self.header.encode();
-        let (seq, timestamp) = self
-            .sequencer
-            .append(KIND_START_OF_DAY, &payload)
-            .map_err(|e| e.to_string())?;
-        assert_eq!(seq, 1, "a new journal starts at 1");
-        self.exchange.apply(
-            &Input {
-                seq,
-                timestamp,
-                command: Command::StartOfDay,
-            },
-            &mut self.outputs,
-        );
-        self.sequencer.flush().map_err(|e| e.to_string())?;
-        Ok(())
-    }
-
-    fn replay_journal(
-        &mut self,
-        dir: &std::path::Path,
-        last_seq: u64,
-        progress: &mut impl FnMut(u64, u64),
-    ) -> Result<(), String> {
-        let mut reader = JournalReader::open(dir, 1).map_err(|e| e.to_string())?;
-        let (journal_header, timestamp) =
-            replay::read_header(&mut reader).map_err(|e| e.to_string())?;
-        if journal_header != self.header {
-            return Err(format!(
-                "the journal in {} was started with other sessions or another venue definition (symbols, accounts, limits) than this config; use its config or a new journal directory",
-                dir.display()
-            ));
-        }
-        let start = Input {
-            seq: 1,
-            timestamp,
-            command: Command::StartOfDay,
-        };
-        self.exchange.apply(&start, &mut self.outputs);
-        let mut done = 1;
-        while let Some(r) = reader.next().map_err(|e| e.to_string())? {
-            replay::apply_record(
-                &mut self.exchange,
-                r.seq,
-                r.timestamp,
-                r.kind,
-                r.payload,
-                &mut self.outputs,
-            )
-            .map_err(|e| e.to_string())?;
-            done += 1;
-            if done % (1 << 16) == 0 {
-                progress(done, last_seq);
-            }
-            if r.seq == last_seq {
-                break;
-            }
-        }
-        progress(done, last_seq);
-        if done != last_seq {
-            return Err(format!(
-                "journal replay read {done} records, recovery counted {last_seq}"
-            ));
-        }
-        Ok(())
+    /// The journal's confirmed-by-standby number (raised by the replication server).
+    pub fn confirmed_seq_handle(&self) -> Arc<AtomicU64> {
+        self.sequencer.journal().confirmed_seq_handle()
     }
 
     pub fn ouch_streams(&self) -> &[StreamReader] {
@@ -347,13 +263,15 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
         &self.itch_reader
     }
 
-    /// Next MoldUDP64 sequence number.
+    /// Next MoldUDP64 sequence number (sharded layout: of what the output stage has merged).
     pub fn next_itch_seq(&self) -> u64 {
         self.itch_reader.len() + 1
     }
 
     pub fn set_now(&mut self, now_ns: u64) {
-        self.outputs.now_ns = now_ns;
+        if let Core::Compact { outputs, .. } = &mut self.core {
+            outputs.now_ns = now_ns;
+        }
     }
 
     /// Journal and apply one input. Nothing is taken once a fatal error happened.
@@ -368,17 +286,21 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
                 return None;
             }
         };
-        let outcome = self.exchange.apply(
-            &Input {
-                seq,
-                timestamp,
-                command,
-            },
-            &mut self.outputs,
-        );
-        if let Some(full) = self.outputs.full.take() {
-            self.fatal = Some(full);
-        }
+        let input = Input {
+            seq,
+            timestamp,
+            command,
+        };
+        let outcome = match &mut self.core {
+            Core::Compact { exchange, outputs } => {
+                let outcome = exchange.apply(&input, outputs);
+                if let Some(full) = outputs.full.take() {
+                    self.fatal = Some(full);
+                }
+                outcome
+            }
+            Core::Sharded { pipeline, .. } => pipeline.apply(&input),
+        };
         Some(outcome)
     }
 
@@ -388,9 +310,16 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
         self.sequence(KIND_ADMIN, &payload[..n], Command::Admin(admin))
     }
 
+    fn expiring_orders(&self) -> u64 {
+        match &self.core {
+            Core::Compact { exchange, .. } => exchange.expiring_orders(),
+            Core::Sharded { pipeline, .. } => pipeline.expiring_orders(),
+        }
+    }
+
     /// Journal a timer input when orders can expire and a tick interval has passed.
     pub fn tick_if_due(&mut self) {
-        if self.exchange.expiring_orders() == 0 {
+        if self.expiring_orders() == 0 {
             return;
         }
         let now = self.sequencer.now();
@@ -401,28 +330,31 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
         self.sequence(KIND_TICK, &[], Command::Tick);
     }
 
-    /// End of a batch: make the batch durable (group commit), then let the feed send.
     /// End of a batch: make the batch durable (group commit). Returns whether its outputs may
-    /// leave now: always in `async` and `flush` modes (after the msync); in `replicated` mode
-    /// only once a standby has confirmed the batch's last input (until then
-    /// [`Self::awaiting_confirmation`] is true and the caller takes no new inputs).
+    /// leave now. Compact layout: always in `async` and `flush` modes (after the msync); in
+    /// `replicated` mode only once a standby has confirmed the batch's last input (until then
+    /// [`Self::awaiting_confirmation`] is true and the caller takes no new inputs). Sharded
+    /// layout: the output thread appends only released outputs, so the streams may always be
+    /// sent; it is woken to release this batch.
     pub fn end_batch(&mut self, now_ns: u64) -> bool {
         if let Err(e) = self.sequencer.flush() {
-            self.fatal
-                .get_or_insert(format!("journal flush failed: {e}"));
+            self.fatal.get_or_insert(format!("journal flush failed: {e}"));
             return false;
+        }
+        if let Core::Sharded { pipeline, shared, .. } = &mut self.core {
+            pipeline.wake_output();
+            if let Some(full) = shared.fatal.lock().expect("not poisoned").take() {
+                self.fatal.get_or_insert(full);
+            }
+            return true;
         }
         self.try_release(now_ns)
     }
 
-    /// Release the batch if the durability mode allows: publish its ITCH messages.
+    /// Compact layout: release the batch if the durability mode allows (publish its ITCH).
     pub fn try_release(&mut self, now_ns: u64) -> bool {
-        let last_seq = self.exchange.last_seq();
-        let confirmed = self
-            .sequencer
-            .journal()
-            .confirmed_seq_handle()
-            .load(Ordering::Acquire);
+        let last_seq = self.last_seq();
+        let confirmed = self.sequencer.journal().confirmed_seq_handle().load(Ordering::Acquire);
         self.awaiting = self.durability == Durability::Replicated && confirmed < last_seq;
         if self.awaiting {
             return false;
@@ -436,17 +368,14 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
         self.awaiting
     }
 
-    /// Hand every ITCH message not yet published to the feed, then send the partial packet.
+    /// Compact layout: hand every ITCH message not yet published to the feed, then send the
+    /// partial packet.
     fn publish_released(&mut self, now_ns: u64) {
-        let Some(feed) = self.outputs.feed.as_mut() else {
-            return;
-        };
+        let Core::Compact { outputs, .. } = &mut self.core else { return };
+        let Some(feed) = outputs.feed.as_mut() else { return };
         let last = self.itch_reader.len();
         for seq in self.itch_published + 1..=last {
-            feed.publish(
-                self.itch_reader.get(seq).expect("published message"),
-                now_ns,
-            );
+            feed.publish(self.itch_reader.get(seq).expect("published message"), now_ns);
         }
         self.itch_published = last;
         feed.flush(now_ns);
@@ -457,11 +386,468 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
         self.sequencer.now()
     }
 
-    pub fn feed(&mut self) -> &mut F {
-        self.outputs
-            .feed
-            .as_mut()
-            .expect("the feed opens after recovery")
+    /// Feed timers (heartbeats); the sharded layout's output thread runs its own.
+    pub fn poll_feed_timers(&mut self, now_ns: u64) {
+        if let Core::Compact { outputs, .. } = &mut self.core
+            && let Some(feed) = outputs.feed.as_mut()
+        {
+            feed.poll_timers(now_ns);
+        }
+    }
+
+    /// The day's End of Messages has been produced.
+    pub fn day_ended(&self) -> bool {
+        match &self.core {
+            Core::Compact { outputs, .. } => outputs.day_ended,
+            Core::Sharded { shared, .. } => shared.day_ended.load(Ordering::Acquire),
+        }
+    }
+
+    /// The feed's End of Session (compact layout; the output thread sends its own).
+    pub fn feed_end_of_session(&mut self, now_ns: u64) {
+        if let Core::Compact { outputs, .. } = &mut self.core
+            && let Some(feed) = outputs.feed.as_mut()
+        {
+            feed.end_of_session(now_ns);
+        }
+    }
+
+    /// The compact layout's exchange (tools and tests); None in the sharded layout.
+    pub fn exchange(&self) -> Option<&Exchange> {
+        match &self.core {
+            Core::Compact { exchange, .. } => Some(exchange),
+            Core::Sharded { .. } => None,
+        }
+    }
+
+    /// Last sequenced input.
+    pub fn last_seq(&self) -> u64 {
+        match &self.core {
+            Core::Compact { exchange, .. } => exchange.last_seq(),
+            Core::Sharded { pipeline, .. } => pipeline.last_seq(),
+        }
+    }
+
+    /// `seq=… resting=… order_refs=… matches=…` for the admin status line (sharded: as far
+    /// as the output stage has merged).
+    pub fn status(&self) -> String {
+        match &self.core {
+            Core::Compact { exchange: e, .. } => format!(
+                "seq={} resting={} order_refs={} matches={}",
+                e.last_seq(),
+                e.resting_orders(),
+                e.order_refs_used(),
+                e.matches_used()
+            ),
+            Core::Sharded { pipeline, .. } => {
+                let stats = pipeline.stats();
+                format!(
+                    "seq={} resting={} order_refs={} matches={} merged_seq={}",
+                    pipeline.last_seq(),
+                    pipeline.resting_orders(),
+                    stats.order_refs.load(Ordering::Relaxed),
+                    stats.matches.load(Ordering::Relaxed),
+                    stats.merged_seq.load(Ordering::Acquire)
+                )
+            }
+        }
+    }
+
+    /// Answer GLIMPSE requests between two inputs: inline in the compact layout; in the
+    /// sharded layout the request travels the pipeline and the output thread answers it.
+    pub fn answer_snapshots(&mut self, desk: &SnapshotDesk) {
+        let ts = self.sequencer.now();
+        let next = self.next_itch_seq();
+        match &mut self.core {
+            Core::Compact { exchange, .. } => {
+                desk.answer_snapshot_requests(exchange, next, ts);
+            }
+            Core::Sharded {
+                pipeline,
+                shared,
+                next_snapshot,
+            } => {
+                desk.take_snapshot_requests(|request| {
+                    let id = *next_snapshot;
+                    *next_snapshot += 1;
+                    shared
+                        .snapshots
+                        .lock()
+                        .expect("not poisoned")
+                        .insert(id, request);
+                    pipeline.snapshot(ts, id);
+                });
+            }
+        }
+    }
+
+    /// Wake the gateway thread when the output thread has released new replies.
+    pub fn set_output_waker(&self, wake: crate::marketdata::glimpse::Waker) {
+        if let Core::Sharded { shared, .. } = &self.core {
+            let _ = shared.waker.set(wake);
+        }
+    }
+
+    /// Sharded layout: wait (bounded) until the output stage has merged every sequenced input.
+    pub fn drain_outputs(&self, timeout: Duration) {
+        if let Core::Sharded { pipeline, .. } = &self.core {
+            let deadline = Instant::now() + timeout;
+            while pipeline.stats().merged_seq.load(Ordering::Acquire) < pipeline.last_seq()
+                && Instant::now() < deadline
+            {
+                pipeline.wake_output();
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    }
+}
+
+/// A journal opened and replayed, before the feed and (sharded) the threads start.
+struct Opened<C: Clock, F: FeedOut> {
+    sequencer: Sequencer<C>,
+    header: DayHeader,
+    core: Replaying,
+    outputs: Outputs<F>,
+    ouch_readers: Vec<StreamReader>,
+    itch_reader: StreamReader,
+    report: RecoveryReport,
+    durability: Durability,
+}
+
+impl<C: Clock, F: FeedOut> Opened<C, F> {
+    fn open(
+        config: &Config,
+        clock: C,
+        day_epoch: u64,
+        layout: Layout,
+        mut progress: impl FnMut(u64, u64),
+    ) -> Result<Self, String> {
+        let journal_config = journal_config(config);
+        let (writer, report) =
+            JournalWriter::open_or_create(journal_config, day_epoch).map_err(|e| e.to_string())?;
+        if let Some(tail) = &report.torn_tail {
+            tracing::warn!(path = %tail.path.display(), offset = tail.offset_bytes, cut_bytes = tail.cut_bytes, "journal: cut a torn tail ({})", tail.reason);
+        }
+        let accounts = config.accounts.len();
+        let (ouch_writers, ouch_readers) =
+            streams(accounts, OUCH_STREAM_BYTES, OUCH_STREAM_MESSAGES)?;
+        let (itch, itch_reader) =
+            stream(ITCH_STREAM_BYTES, ITCH_STREAM_MESSAGES).map_err(|e| e.to_string())?;
+        let mut outputs = Outputs {
+            ouch: ouch_writers,
+            itch,
+            feed: None,
+            publish_inline: false,
+            now_ns: 0,
+            day_ended: false,
+            full: None,
+        };
+        let header = DayHeader {
+            format: DayHeader::FORMAT,
+            gateway_session: config.gateway.session.clone(),
+            feed_session: config.feed.session.clone(),
+            venue: config.venue(),
+        };
+        let sequencer = Sequencer::new(writer, clock);
+        let mut core = match layout {
+            Layout::Compact => {
+                Replaying::Compact(Exchange::new(header.venue.clone()).map_err(|e| e.to_string())?)
+            }
+            Layout::Sharded => Replaying::Sharded(
+                Pipeline::new(&header.venue, config.engine.shards as usize)
+                    .map_err(|e| e.to_string())?,
+            ),
+        };
+        if report.last_seq > 0 {
+            replay_journal(&config.journal.dir, report.last_seq, &header, &mut core, &mut outputs, &mut progress)?;
+        }
+        if let Some(full) = outputs.full.take() {
+            return Err(full);
+        }
+        Ok(Opened {
+            sequencer,
+            header,
+            core,
+            outputs,
+            ouch_readers,
+            itch_reader,
+            report,
+            durability: journal_durability(config.journal.durability),
+        })
+    }
+
+    /// Start the layout's machinery around the replayed state.
+    fn into_engine(self, config: &Config) -> Result<Engine<C, F>, String> {
+        let Opened { sequencer, header, core, mut outputs, ouch_readers, itch_reader, report, durability } = self;
+        let core = match core {
+            Replaying::Compact(exchange) => Core::Compact { exchange, outputs },
+            Replaying::Sharded(pipeline) => {
+                // Appends on the output thread happen after release: publish them inline.
+                outputs.publish_inline = true;
+                let (front, shards, merge) = pipeline.into_parts(&mut outputs);
+                let shared = Arc::new(OutputShared {
+                    day_ended: AtomicBool::new(outputs.day_ended),
+                    ..OutputShared::default()
+                });
+                let sink = ShardedOutputs {
+                    outputs,
+                    gate: sequencer.journal().durability_gate(),
+                    shared: shared.clone(),
+                    wait: config.engine.wait,
+                    started: Instant::now(),
+                    dirty: false,
+                    feed_ended: false,
+                    last_timers_ns: 0,
+                    snapshot: None,
+                };
+                let threads = ShardedConfig {
+                    shards: config.engine.shards as usize,
+                    wait: config.engine.wait,
+                    ring_slots: config.engine.ring_slots as usize,
+                    pin_cores: config.engine.pin_cores,
+                };
+                let pipeline = Sharded::from_parts(front, shards, merge, &threads, sink)?;
+                Core::Sharded { pipeline, shared, next_snapshot: 1 }
+            }
+        };
+        let itch_published = itch_reader.len();
+        Ok(Engine {
+            core,
+            sequencer,
+            header,
+            ouch_readers,
+            itch_reader,
+            last_tick: Timestamp(0),
+            tick_ns: config.engine.tick_ms.max(1) * 1_000_000,
+            fatal: None,
+            recovery: report,
+            durability,
+            itch_published,
+            awaiting: false,
+        })
+    }
+}
+
+/// The state being rebuilt by replay, before the sharded threads start.
+#[allow(clippy::large_enum_variant)] // one short-lived value during recovery
+enum Replaying {
+    Compact(Exchange),
+    Sharded(Pipeline),
+}
+
+impl Replaying {
+    fn apply<F: FeedOut>(&mut self, input: &Input, outputs: &mut Outputs<F>) {
+        match self {
+            Replaying::Compact(exchange) => {
+                exchange.apply(input, outputs);
+            }
+            Replaying::Sharded(pipeline) => {
+                pipeline.apply(input, outputs);
+            }
+        }
+    }
+}
+
+fn start_day<C: Clock, F: FeedOut>(
+    sequencer: &mut Sequencer<C>,
+    header: &DayHeader,
+    core: &mut Replaying,
+    outputs: &mut Outputs<F>,
+) -> Result<(), String> {
+    let payload = header.encode();
+    let (seq, timestamp) = sequencer
+        .append(KIND_START_OF_DAY, &payload)
+        .map_err(|e| e.to_string())?;
+    assert_eq!(seq, 1, "a new journal starts at 1");
+    let input = Input {
+        seq,
+        timestamp,
+        command: Command::StartOfDay,
+    };
+    core.apply(&input, outputs);
+    sequencer.flush().map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+fn replay_journal<F: FeedOut>(
+    dir: &std::path::Path,
+    last_seq: u64,
+    header: &DayHeader,
+    core: &mut Replaying,
+    outputs: &mut Outputs<F>,
+    progress: &mut impl FnMut(u64, u64),
+) -> Result<(), String> {
+    let mut reader = JournalReader::open(dir, 1).map_err(|e| e.to_string())?;
+    let (journal_header, timestamp) =
+        replay::read_header(&mut reader).map_err(|e| e.to_string())?;
+    if journal_header != *header {
+        return Err(format!(
+            "the journal in {} was started with other sessions or another venue definition (symbols, accounts, limits) than this config; use its config or a new journal directory",
+            dir.display()
+        ));
+    }
+    let start = Input {
+        seq: 1,
+        timestamp,
+        command: Command::StartOfDay,
+    };
+    core.apply(&start, outputs);
+    let mut done = 1;
+    while let Some(r) = reader.next().map_err(|e| e.to_string())? {
+        let command = record::decode(r.kind, r.payload)
+            .map_err(|e| format!("journal record {}: {}", r.seq, e.0))?;
+        let input = Input {
+            seq: r.seq,
+            timestamp: r.timestamp,
+            command,
+        };
+        core.apply(&input, outputs);
+        done += 1;
+        if done % (1 << 16) == 0 {
+            progress(done, last_seq);
+        }
+        if r.seq == last_seq {
+            break;
+        }
+    }
+    progress(done, last_seq);
+    if done != last_seq {
+        return Err(format!(
+            "journal replay read {done} records, recovery counted {last_seq}"
+        ));
+    }
+    Ok(())
+}
+
+/// What the gateway thread and the sharded output thread share.
+#[derive(Default)]
+pub struct OutputShared {
+    day_ended: AtomicBool,
+    /// A stream refused an append on the output thread: the venue must stop.
+    fatal: Mutex<Option<String>>,
+    waker: OnceLock<crate::marketdata::glimpse::Waker>,
+    /// GLIMPSE requests travelling the pipeline, by id.
+    snapshots: Mutex<HashMap<u64, PendingSnapshot>>,
+}
+
+/// The sharded layout's output stage: the streams and the feed, on the output thread.
+/// Replies are appended only once the journal's durable sequence covers their input
+/// (`DurabilityGate::releasable_seq`), so the gateway may send whatever the streams hold.
+pub struct ShardedOutputs<F: FeedOut> {
+    outputs: Outputs<F>,
+    gate: DurabilityGate,
+    shared: Arc<OutputShared>,
+    wait: crate::config::WaitStrategy,
+    started: Instant,
+    /// Outputs appended since the gateway was last woken.
+    dirty: bool,
+    feed_ended: bool,
+    last_timers_ns: u64,
+    snapshot: Option<(u64, SnapshotEncoder)>,
+}
+
+impl<F: FeedOut> ShardedOutputs<F> {
+    fn now_ns(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+
+    /// Let the gateway send what was appended, and the feed its partial packet.
+    fn release(&mut self) {
+        let now = self.now_ns();
+        if let Some(feed) = self.outputs.feed.as_mut() {
+            feed.flush(now);
+        }
+        if self.dirty {
+            self.dirty = false;
+            if let Some(wake) = self.shared.waker.get() {
+                wake();
+            }
+        }
+    }
+}
+
+impl<F: FeedOut> Sink for ShardedOutputs<F> {
+    fn ouch(&mut self, account: AccountId, message: &ouch::Outbound) {
+        self.dirty = true;
+        self.outputs.ouch(account, message);
+    }
+
+    fn itch(&mut self, message: &itch::Message) {
+        self.dirty = true;
+        self.outputs.itch(message);
+    }
+}
+
+impl<F: FeedOut> PipelineOutput for ShardedOutputs<F> {
+    fn before(&mut self, seq: u64) {
+        if self.gate.releasable_seq() >= seq {
+            self.outputs.now_ns = self.now_ns();
+            return;
+        }
+        self.release();
+        while self.gate.releasable_seq() < seq {
+            match self.wait {
+                crate::config::WaitStrategy::Spin => std::hint::spin_loop(),
+                crate::config::WaitStrategy::Yield => std::thread::yield_now(),
+                // The gateway thread rings the output bell after each flush.
+                crate::config::WaitStrategy::Park => {
+                    std::thread::park_timeout(Duration::from_micros(200))
+                }
+            }
+        }
+        self.outputs.now_ns = self.now_ns();
+    }
+
+    fn idle(&mut self) {
+        if let Some(full) = self.outputs.full.take() {
+            self.shared
+                .fatal
+                .lock()
+                .expect("not poisoned")
+                .get_or_insert(full);
+        }
+        if self.outputs.day_ended && !self.shared.day_ended.load(Ordering::Relaxed) {
+            self.shared.day_ended.store(true, Ordering::Release);
+            self.dirty = true;
+        }
+        self.release();
+        let now = self.now_ns();
+        if now.saturating_sub(self.last_timers_ns) >= 10_000_000 {
+            self.last_timers_ns = now;
+            if let Some(feed) = self.outputs.feed.as_mut() {
+                feed.poll_timers(now);
+            }
+        }
+        if self.outputs.day_ended
+            && !self.feed_ended
+            && let Some(feed) = self.outputs.feed.as_mut()
+        {
+            self.feed_ended = true;
+            feed.end_of_session(now);
+        }
+    }
+
+    fn snapshot(&mut self, id: u64, message: Option<&itch::Message>) {
+        let next = self.outputs.itch.len() + 1;
+        let (_, encoder) = self
+            .snapshot
+            .get_or_insert_with(|| (id, SnapshotEncoder::new(next)));
+        match message {
+            Some(m) => encoder.push(m),
+            None => {
+                let (at, encoder) = self.snapshot.take().expect("started");
+                debug_assert_eq!(at, id);
+                let request = self
+                    .shared
+                    .snapshots
+                    .lock()
+                    .expect("not poisoned")
+                    .remove(&id);
+                if let Some(request) = request {
+                    request.answer(encoder.finish());
+                }
+            }
+        }
     }
 }
 

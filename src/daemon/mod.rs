@@ -1,6 +1,11 @@
 //! `bourse run`: the compact layout — gateway I/O, sequencing (journal), matching and
 //! publishing on one thread, journal first, with group commit at the end of each batch of
 //! ready inputs. The re-request and snapshot servers run on their own threads.
+//!
+//! With `[engine] layout = "sharded"` this loop keeps gateway I/O, the journal and the
+//! pipeline's front; matching runs on `engine.shards` shard threads and the output thread
+//! merges, appends to the streams once the journal made the inputs durable, publishes the feed
+//! and wakes this loop to send the replies (`crate::engine::threaded`).
 
 pub mod admin;
 pub mod engine;
@@ -124,6 +129,8 @@ impl<F: FeedOut> Daemon<F> {
         let wake: crate::marketdata::glimpse::Waker = Arc::new(move || {
             let _ = waker.wake();
         });
+        // Sharded layout: the output thread wakes the loop when it has released replies.
+        engine.set_output_waker(wake.clone());
         let (requester, desk) =
             snapshot_channel(GlimpseConfig::DEFAULT_MAX_CONNECTIONS, Some(wake));
         let glimpse = GlimpseConfig::from_config(&config.feed, &config.accounts)?;
@@ -230,7 +237,7 @@ impl<F: FeedOut> Daemon<F> {
             if now.saturating_sub(last_timer_ns) >= TIMER_INTERVAL_NS {
                 last_timer_ns = now;
                 self.gateway.on_timer(registry, now);
-                self.engine.feed().poll_timers(now);
+                self.engine.poll_feed_timers(now);
             }
             self.after_day_end(now);
             if !self.engine.awaiting_confirmation() {
@@ -247,10 +254,7 @@ impl<F: FeedOut> Daemon<F> {
 
     /// GLIMPSE: between two inputs, the book and the next ITCH number agree.
     fn answer_snapshots(&mut self) {
-        let ts = self.engine.now();
-        let next = self.engine.next_itch_seq();
-        self.desk
-            .answer_snapshot_requests(&self.engine.exchange, next, ts);
+        self.engine.answer_snapshots(&self.desk);
     }
 
     fn poll_timeout(&self) -> Duration {
@@ -311,23 +315,19 @@ impl<F: FeedOut> Daemon<F> {
     }
 
     fn status(&self) -> String {
-        let e = &self.engine.exchange;
         format!(
-            "ok seq={} resting={} order_refs={} matches={} itch={} sessions={}",
-            e.last_seq(),
-            e.resting_orders(),
-            e.order_refs_used(),
-            e.matches_used(),
+            "ok {} itch={} sessions={}",
+            self.engine.status(),
             self.engine.itch_stream().len(),
             self.gateway.connected_sessions()
         )
     }
 
     fn after_day_end(&mut self, now: u64) {
-        if self.engine.outputs.day_ended && !self.day_end_handled {
+        if self.engine.day_ended() && !self.day_end_handled {
             self.day_end_handled = true;
             self.gateway.end_of_day();
-            self.engine.feed().end_of_session(now);
+            self.engine.feed_end_of_session(now);
             tracing::info!("end of day: sessions end once they have every message");
         }
     }
@@ -335,10 +335,12 @@ impl<F: FeedOut> Daemon<F> {
     fn shutdown(&mut self) {
         let now = self.now_ns();
         self.engine.end_batch(now);
+        // Sharded layout: let the output stage release what is sequenced before the last pump.
+        self.engine.drain_outputs(Duration::from_secs(1));
         let streams = self.engine.ouch_streams().to_vec();
         self.gateway.pump(&streams, self.poll.registry(), now);
         self.gateway.shutdown(self.poll.registry(), now);
-        tracing::info!(last_seq = self.engine.exchange.last_seq(), "bourse stopped");
+        tracing::info!(last_seq = self.engine.last_seq(), "bourse stopped");
     }
 }
 

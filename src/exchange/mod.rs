@@ -10,8 +10,8 @@ mod input;
 mod machine;
 mod sink;
 mod tokens;
-mod validate;
-mod venue;
+pub(crate) mod validate;
+pub(crate) mod venue;
 
 pub use digest::StateDigest;
 pub use input::{Admin, Command, Input, Outcome};

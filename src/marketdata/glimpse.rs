@@ -108,32 +108,67 @@ pub struct Snapshot {
 /// the MoldUDP64 number the next ITCH message will get (`FeedPublisher::next_sequence`, equal to
 /// the ITCH stream's `len() + 1`); `ts` stamps the messages.
 pub fn encode_snapshot(exchange: &Exchange, next_itch_sequence: u64, ts: Timestamp) -> Snapshot {
-    assert!(next_itch_sequence >= 1);
-    let mut packets = Vec::new();
-    let mut messages = 0u64;
-    let mut scratch = [0u8; soupbin::HEADER_LEN + itch::MAX_MESSAGE_LEN];
-    exchange.snapshot(ts, |message| {
+    let mut encoder = SnapshotEncoder::new(next_itch_sequence);
+    exchange.snapshot(ts, |message| encoder.push(message));
+    encoder.finish()
+}
+
+/// Builds a [`Snapshot`] from its ITCH messages one by one (the sharded layout gets them
+/// from its output stage rather than from one `Exchange`).
+pub struct SnapshotEncoder {
+    packets: Vec<u8>,
+    messages: u64,
+    next_itch_sequence: u64,
+}
+
+impl SnapshotEncoder {
+    pub fn new(next_itch_sequence: u64) -> Self {
+        assert!(next_itch_sequence >= 1);
+        SnapshotEncoder {
+            packets: Vec::new(),
+            messages: 0,
+            next_itch_sequence,
+        }
+    }
+
+    pub fn push(&mut self, message: &itch::Message) {
+        let mut scratch = [0u8; soupbin::HEADER_LEN + itch::MAX_MESSAGE_LEN];
         let n = soupbin::write_data(&mut scratch, soupbin::kind::SEQUENCED_DATA, |payload| {
             message.encode(payload)
         });
-        packets.extend_from_slice(&scratch[..n]);
-        messages += 1;
-    });
-    let mut end = [0u8; soupbin::HEADER_LEN + END_OF_SNAPSHOT_LEN];
-    let n = soupbin::write_data(&mut end, soupbin::kind::SEQUENCED_DATA, |payload| {
-        EndOfSnapshot {
-            sequence: next_itch_sequence,
+        self.packets.extend_from_slice(&scratch[..n]);
+        self.messages += 1;
+    }
+
+    pub fn finish(mut self) -> Snapshot {
+        let mut end = [0u8; soupbin::HEADER_LEN + END_OF_SNAPSHOT_LEN];
+        let n = soupbin::write_data(&mut end, soupbin::kind::SEQUENCED_DATA, |payload| {
+            EndOfSnapshot {
+                sequence: self.next_itch_sequence,
+            }
+            .encode(payload)
+        });
+        self.packets.extend_from_slice(&end[..n]);
+        let mut z = [0u8; soupbin::HEADER_LEN];
+        let n = Packet::EndOfSession.encode(&mut z);
+        self.packets.extend_from_slice(&z[..n]);
+        Snapshot {
+            packets: self.packets,
+            messages: self.messages,
+            next_itch_sequence: self.next_itch_sequence,
         }
-        .encode(payload)
-    });
-    packets.extend_from_slice(&end[..n]);
-    let mut z = [0u8; soupbin::HEADER_LEN];
-    let n = Packet::EndOfSession.encode(&mut z);
-    packets.extend_from_slice(&z[..n]);
-    Snapshot {
-        packets,
-        messages,
-        next_itch_sequence,
+    }
+}
+
+/// A snapshot request taken off the desk, to be answered later (possibly on another thread).
+pub struct PendingSnapshot {
+    reply: Sender<Snapshot>,
+}
+
+impl PendingSnapshot {
+    /// Send the answer; false if the connection gave up meanwhile.
+    pub fn answer(self, snapshot: Snapshot) -> bool {
+        self.reply.try_send(snapshot).is_ok()
     }
 }
 
@@ -200,6 +235,24 @@ impl SnapshotDesk {
             }
         }
         answered
+    }
+}
+
+impl SnapshotDesk {
+    /// Take pending requests without answering them (at most the channel's capacity per
+    /// call); `take(request)` answers each later with [`PendingSnapshot::answer`].
+    pub fn take_snapshot_requests(&self, mut take: impl FnMut(PendingSnapshot)) -> usize {
+        let mut taken = 0;
+        for _ in 0..self.max_per_call {
+            let Ok(request) = self.requests.try_recv() else {
+                break;
+            };
+            take(PendingSnapshot {
+                reply: request.reply,
+            });
+            taken += 1;
+        }
+        taken
     }
 }
 

@@ -231,7 +231,7 @@ fn follow<F: FeedOut>(
                 lag.note(Timestamp(timestamp), link.day_epoch_unix_ns);
             }
             Frame::Heartbeat { next_seq, .. } => {
-                lag.behind_records = next_seq.saturating_sub(engine.exchange.last_seq() + 1);
+                lag.behind_records = next_seq.saturating_sub(engine.last_seq() + 1);
             }
             other => return Err(format!("unexpected replication frame {other:?}")),
         }
@@ -293,7 +293,7 @@ pub fn run<F: FeedOut>(
         }
         // Gone: silent for takeover_ms, or its kernel closed the link and nothing accepts a
         // new one (the process died). Either way the admin probe has the last word.
-        let day_started = engine.as_ref().is_some_and(|e| e.exchange.last_seq() > 0);
+        let day_started = engine.as_ref().is_some_and(|e| e.last_seq() > 0);
         let gone = last_heard.elapsed() >= takeover || closed_by_primary;
         if gone && day_started {
             if primary_answers(&config) {
@@ -330,7 +330,7 @@ fn take_over<F: FeedOut>(
     silent_for: Duration,
 ) -> Result<(), String> {
     tracing::warn!(
-        last_seq = engine.exchange.last_seq(),
+        last_seq = engine.last_seq(),
         silent_ms = silent_for.as_millis() as u64,
         "standby: the primary is gone; taking over"
     );

@@ -1,0 +1,547 @@
+//! The split state machine on threads: the caller's thread runs the front (in the daemon:
+//! the gateway / sequencer thread), one thread per shard, one output thread running the
+//! merge. Front → shard, front → merge and shard → merge are bounded `disruptor` rings read
+//! with event pollers (so this module owns the threads, their wait strategy and pinning);
+//! shard → front verdicts go over small crossbeam channels (rare, and the front blocks on
+//! them only when a later input touches a pending token).
+//!
+//! Wait strategies: `spin` busy-polls, `yield` polls and yields the core, `park` polls a
+//! little then sleeps until a producer rings the consumer's bell (or a short timeout), so an
+//! idle pipeline costs no CPU.
+
+use super::front::{Front, FrontLink};
+use super::merge::{EventSource, Merge};
+use super::msg::{Plan, ShardCmd, ShardEvent, Verdict};
+use super::shard::{Shard, ShardOut};
+use crate::config::WaitStrategy;
+use crate::exchange::venue::Venue;
+use crate::exchange::{Input, Outcome, Sink};
+use crate::types::Timestamp;
+use crate::wire::itch;
+use crossbeam::channel::{self, Receiver, Sender};
+use disruptor::{
+    BusySpin, EventPoller, Polling, Producer, SingleConsumerBarrier, SingleProducer,
+    SingleProducerBarrier,
+};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
+use std::sync::{Arc, OnceLock};
+use std::thread::{self, JoinHandle, Thread};
+use std::time::Duration;
+
+/// Longest sleep of a parked thread without a bell (bounds how late a missed wake is seen).
+const PARK_MAX: Duration = Duration::from_millis(50);
+/// Longest sleep of an idle output thread between two rounds of its timers.
+const IDLE_PARK: Duration = Duration::from_millis(10);
+/// A producer facing a full ring re-checks this often in `park` mode.
+const FULL_RING_PARK: Duration = Duration::from_micros(50);
+
+/// How the sharded pipeline is laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShardedConfig {
+    pub shards: usize,
+    pub wait: WaitStrategy,
+    /// Slots of every ring (a power of two).
+    pub ring_slots: usize,
+    /// Pin the shard and output threads when the machine has more cores than threads.
+    pub pin_cores: bool,
+}
+
+/// Where the output thread's results go: the sink of every OUCH and ITCH message plus the
+/// hooks the daemon needs around it.
+pub trait Output: Sink + Send + 'static {
+    /// Before the outputs of input `seq` are produced (the daemon waits here until the
+    /// journal has made `seq` durable, so no reply leaves before its input is safe).
+    fn before(&mut self, _seq: u64) {}
+    /// Nothing more to merge right now: send partial packets, wake the gateway, run timers.
+    fn idle(&mut self) {}
+    /// A snapshot's messages, `None` ending snapshot `id`.
+    fn snapshot(&mut self, _id: u64, _message: Option<&itch::Message>) {}
+}
+
+/// Counters the pipeline publishes for status lines and the tick decision.
+#[derive(Default, Debug)]
+pub struct Stats {
+    /// Last input whose outputs are all produced.
+    pub merged_seq: AtomicU64,
+    pub order_refs: AtomicU64,
+    pub matches: AtomicU64,
+    /// Per shard: resting orders and orders that can expire, after its last command.
+    pub resting: Vec<AtomicU64>,
+    pub expiring: Vec<AtomicU64>,
+}
+
+/// A consumer's doorbell: producers ring it after publishing; a parked consumer wakes.
+#[derive(Default)]
+struct Bell {
+    sleeping: AtomicBool,
+    thread: OnceLock<Thread>,
+}
+
+impl Bell {
+    fn ring(&self) {
+        // Pairs with the fence in `Waiter::until`: either the consumer sees our publication
+        // on its re-check, or we see it sleeping and unpark it.
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::Relaxed)
+            && let Some(t) = self.thread.get()
+        {
+            t.unpark();
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Waiter {
+    strategy: WaitStrategy,
+    bell: Arc<Bell>,
+}
+
+impl Waiter {
+    /// Call `attempt` until it gives something, waiting by the strategy in between.
+    fn until<T>(&self, mut attempt: impl FnMut() -> Option<T>) -> T {
+        let mut tries = 0u32;
+        loop {
+            if let Some(x) = attempt() {
+                return x;
+            }
+            tries = tries.saturating_add(1);
+            match self.strategy {
+                WaitStrategy::Spin => std::hint::spin_loop(),
+                WaitStrategy::Yield => thread::yield_now(),
+                WaitStrategy::Park if tries < 64 => std::hint::spin_loop(),
+                WaitStrategy::Park if tries < 72 => thread::yield_now(),
+                WaitStrategy::Park => {
+                    self.bell.sleeping.store(true, Ordering::Relaxed);
+                    fence(Ordering::SeqCst);
+                    if let Some(x) = attempt() {
+                        self.bell.sleeping.store(false, Ordering::Relaxed);
+                        return x;
+                    }
+                    thread::park_timeout(PARK_MAX);
+                    self.bell.sleeping.store(false, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// One short wait of an idle consumer (at most [`IDLE_PARK`] parked), so it can run its
+    /// timers between waits. `ready` re-checks for work after the bell is armed.
+    fn pause(&self, mut ready: impl FnMut() -> bool) {
+        match self.strategy {
+            WaitStrategy::Spin => std::hint::spin_loop(),
+            WaitStrategy::Yield => thread::yield_now(),
+            WaitStrategy::Park => {
+                self.bell.sleeping.store(true, Ordering::Relaxed);
+                fence(Ordering::SeqCst);
+                if !ready() {
+                    thread::park_timeout(IDLE_PARK);
+                }
+                self.bell.sleeping.store(false, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// One wait of a producer in front of a full ring.
+    fn full_ring(strategy: WaitStrategy) {
+        match strategy {
+            WaitStrategy::Spin => std::hint::spin_loop(),
+            WaitStrategy::Yield => thread::yield_now(),
+            WaitStrategy::Park => thread::park_timeout(FULL_RING_PARK),
+        }
+    }
+}
+
+type Tx<T> = SingleProducer<T, SingleConsumerBarrier>;
+type Rx<T> = EventPoller<T, SingleProducerBarrier>;
+
+fn ring<T: Copy + Send + Sync + 'static>(slots: usize, empty: T) -> (Tx<T>, Rx<T>) {
+    let (poller, builder) =
+        disruptor::build_single_producer(slots, move || empty, BusySpin).new_event_poller();
+    (builder.build(), poller)
+}
+
+/// Publish one value, waiting by the strategy while the ring is full; then ring `bell`.
+fn publish<T: Copy>(tx: &mut Tx<T>, value: T, strategy: WaitStrategy, bell: &Bell) {
+    loop {
+        match tx.try_publish(|slot| *slot = value) {
+            Ok(_) => break,
+            Err(_) => {
+                bell.ring();
+                Waiter::full_ring(strategy);
+            }
+        }
+    }
+    bell.ring();
+}
+
+/// Move everything available from `rx` into `buffer`; false once the producer is gone and
+/// everything was read.
+fn drain<T: Copy>(rx: &mut Rx<T>, buffer: &mut VecDeque<T>) -> bool {
+    match rx.poll() {
+        Ok(mut guard) => {
+            for item in &mut guard {
+                buffer.push_back(*item);
+            }
+            true
+        }
+        Err(Polling::NoEvents) => true,
+        Err(Polling::Shutdown) => false,
+    }
+}
+
+/// The front's end of the rings.
+struct RingLink {
+    strategy: WaitStrategy,
+    to_shards: Vec<Tx<ShardCmd>>,
+    shard_bells: Vec<Arc<Bell>>,
+    plans: Tx<Plan>,
+    merge_bell: Arc<Bell>,
+    verdicts: Vec<Receiver<Verdict>>,
+}
+
+impl FrontLink for RingLink {
+    fn to_shard(&mut self, shard: usize, cmd: ShardCmd) {
+        publish(
+            &mut self.to_shards[shard],
+            cmd,
+            self.strategy,
+            &self.shard_bells[shard],
+        );
+    }
+
+    fn to_merge(&mut self, plan: Plan) {
+        publish(&mut self.plans, plan, self.strategy, &self.merge_bell);
+    }
+
+    fn verdict(&mut self, shard: usize) -> Verdict {
+        let rx = &self.verdicts[shard];
+        match self.strategy {
+            WaitStrategy::Park => rx.recv().expect("shard thread alive"),
+            _ => loop {
+                match rx.try_recv() {
+                    Ok(v) => return v,
+                    Err(channel::TryRecvError::Empty) => {
+                        if self.strategy == WaitStrategy::Yield {
+                            thread::yield_now();
+                        } else {
+                            std::hint::spin_loop();
+                        }
+                    }
+                    Err(channel::TryRecvError::Disconnected) => panic!("shard thread gone"),
+                }
+            },
+        }
+    }
+
+    fn try_verdict(&mut self, shard: usize) -> Option<Verdict> {
+        self.verdicts[shard].try_recv().ok()
+    }
+}
+
+/// A shard thread's end: events to the merge, verdicts to the front.
+struct ShardLink {
+    strategy: WaitStrategy,
+    events: Tx<ShardEvent>,
+    merge_bell: Arc<Bell>,
+    verdicts: Sender<Verdict>,
+}
+
+impl ShardOut for ShardLink {
+    fn event(&mut self, event: ShardEvent) {
+        loop {
+            match self.events.try_publish(|slot| *slot = event) {
+                Ok(_) => break,
+                Err(_) => {
+                    self.merge_bell.ring();
+                    Waiter::full_ring(self.strategy);
+                }
+            }
+        }
+        if event == ShardEvent::Done {
+            self.merge_bell.ring();
+        }
+    }
+
+    fn verdict(&mut self, verdict: Verdict) {
+        // Never blocks: the channel holds more than the Replaces that can be in flight.
+        self.verdicts.send(verdict).expect("front alive");
+    }
+}
+
+/// The merge thread's sources.
+struct MergeSources {
+    waiter: Waiter,
+    plans: Rx<Plan>,
+    plan_buffer: VecDeque<Plan>,
+    events: Vec<Rx<ShardEvent>>,
+    event_buffers: Vec<VecDeque<ShardEvent>>,
+}
+
+impl EventSource for MergeSources {
+    fn next_event(&mut self, shard: usize) -> ShardEvent {
+        if let Some(e) = self.event_buffers[shard].pop_front() {
+            return e;
+        }
+        let (rx, buffer) = (&mut self.events[shard], &mut self.event_buffers[shard]);
+        self.waiter.until(|| {
+            let alive = drain(rx, buffer);
+            let next = buffer.pop_front();
+            assert!(next.is_some() || alive, "shard {shard} stopped mid-input");
+            next
+        })
+    }
+}
+
+/// The running pipeline, driven from the caller's thread.
+pub struct Sharded<O: Output> {
+    front: Front,
+    link: Option<RingLink>,
+    shard_threads: Vec<JoinHandle<()>>,
+    merge_thread: Option<JoinHandle<O>>,
+    stats: Arc<Stats>,
+}
+
+impl<O: Output> Sharded<O> {
+    pub fn start(venue: &Venue, config: &ShardedConfig, output: O) -> Result<Self, String> {
+        let n = config.shards.max(1);
+        let front = Front::new(venue, n).map_err(|e| e.to_string())?;
+        let merge = Merge::new(venue, n).map_err(|e| e.to_string())?;
+        let shards = (0..n)
+            .map(|k| Shard::new(venue, k, n))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        Self::from_parts(front, shards, merge, config, output)
+    }
+
+    /// Start the threads from parts with state (e.g. rebuilt by replaying the journal through
+    /// a [`super::Pipeline`]); `config.shards` is taken from the parts.
+    pub fn from_parts(
+        front: Front,
+        shards: Vec<Shard>,
+        merge: Merge,
+        config: &ShardedConfig,
+        output: O,
+    ) -> Result<Self, String> {
+        let n = shards.len();
+        let slots = config.ring_slots.max(64).next_power_of_two();
+        let strategy = config.wait;
+        let stats = Arc::new(Stats {
+            resting: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            expiring: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            ..Stats::default()
+        });
+        let cores = core_affinity::get_core_ids().unwrap_or_default();
+        // Threads: the caller's (front), the merge, the shards. Pin only with a core each.
+        let pin = config.pin_cores && cores.len() > n + 2;
+        let merge_bell = Arc::new(Bell::default());
+        let (plans_tx, plans_rx) = ring(slots, Plan::EMPTY);
+        let mut to_shards = Vec::with_capacity(n);
+        let mut shard_bells = Vec::with_capacity(n);
+        let mut verdict_rxs = Vec::with_capacity(n);
+        let mut event_rxs = Vec::with_capacity(n);
+        let mut shard_threads = Vec::with_capacity(n);
+        for (k, mut shard) in shards.into_iter().enumerate() {
+            stats.resting[k].store(shard.resting_orders(), Ordering::Relaxed);
+            stats.expiring[k].store(shard.expiring_orders(), Ordering::Relaxed);
+            let (cmd_tx, mut cmd_rx) = ring(slots, ShardCmd::EMPTY);
+            let (event_tx, event_rx) = ring(slots, ShardEvent::EMPTY);
+            let (verdict_tx, verdict_rx) = channel::bounded(2 * slots + 2);
+            let bell = Arc::new(Bell::default());
+            let waiter = Waiter {
+                strategy,
+                bell: bell.clone(),
+            };
+            let mut out = ShardLink {
+                strategy,
+                events: event_tx,
+                merge_bell: merge_bell.clone(),
+                verdicts: verdict_tx,
+            };
+            let stats = stats.clone();
+            let core = pin.then(|| cores[2 + k]);
+            let handle = thread::Builder::new()
+                .name(format!("bourse-shard-{k}"))
+                .spawn(move || {
+                    if let Some(core) = core {
+                        core_affinity::set_for_current(core);
+                    }
+                    let _ = waiter.bell.thread.set(thread::current());
+                    let mut buffer = VecDeque::with_capacity(slots);
+                    'run: loop {
+                        waiter.until(|| {
+                            let alive = drain(&mut cmd_rx, &mut buffer);
+                            (!buffer.is_empty() || !alive).then_some(())
+                        });
+                        if buffer.is_empty() {
+                            break; // the front is gone
+                        }
+                        while let Some(cmd) = buffer.pop_front() {
+                            if !shard.apply(&cmd, &mut out) {
+                                break 'run;
+                            }
+                        }
+                        stats.resting[k].store(shard.resting_orders(), Ordering::Relaxed);
+                        stats.expiring[k].store(shard.expiring_orders(), Ordering::Relaxed);
+                    }
+                })
+                .map_err(|e| format!("cannot start shard thread {k}: {e}"))?;
+            to_shards.push(cmd_tx);
+            shard_bells.push(bell);
+            verdict_rxs.push(verdict_rx);
+            event_rxs.push(event_rx);
+            shard_threads.push(handle);
+        }
+        let sources = MergeSources {
+            waiter: Waiter {
+                strategy,
+                bell: merge_bell.clone(),
+            },
+            plans: plans_rx,
+            plan_buffer: VecDeque::with_capacity(slots),
+            event_buffers: (0..n).map(|_| VecDeque::with_capacity(slots)).collect(),
+            events: event_rxs,
+        };
+        let core = pin.then(|| cores[1]);
+        stats
+            .order_refs
+            .store(merge.order_refs_used(), Ordering::Relaxed);
+        stats.matches.store(merge.matches_used(), Ordering::Relaxed);
+        stats.merged_seq.store(merge.last_seq(), Ordering::Relaxed);
+        let merge_stats = stats.clone();
+        let merge_thread = thread::Builder::new()
+            .name("bourse-output".into())
+            .spawn(move || {
+                if let Some(core) = core {
+                    core_affinity::set_for_current(core);
+                }
+                run_merge(merge, sources, output, &merge_stats)
+            })
+            .map_err(|e| format!("cannot start the output thread: {e}"))?;
+        if pin {
+            core_affinity::set_for_current(cores[0]);
+        }
+        Ok(Sharded {
+            front,
+            link: Some(RingLink {
+                strategy,
+                to_shards,
+                shard_bells,
+                plans: plans_tx,
+                merge_bell,
+                verdicts: verdict_rxs,
+            }),
+            shard_threads,
+            merge_thread: Some(merge_thread),
+            stats,
+        })
+    }
+
+    /// Sequence one input into the pipeline (its outputs follow on the output thread).
+    pub fn apply(&mut self, input: &Input) -> Outcome {
+        let link = self.link.as_mut().expect("running");
+        self.front.apply(input, link)
+    }
+
+    /// Ask for a GLIMPSE snapshot at this point between inputs (answered on the output
+    /// thread through [`Output::snapshot`]).
+    pub fn snapshot(&mut self, ts: Timestamp, id: u64) {
+        let link = self.link.as_mut().expect("running");
+        self.front.snapshot(ts, id, link);
+    }
+
+    /// Wake the output thread (e.g. the journal just made more inputs durable).
+    pub fn wake_output(&self) {
+        if let Some(link) = &self.link {
+            link.merge_bell.ring();
+        }
+    }
+
+    pub fn stats(&self) -> &Arc<Stats> {
+        &self.stats
+    }
+
+    /// Orders that can expire, as the shards last reported (ticks are journaled, so a stale
+    /// count only delays or adds a harmless tick).
+    pub fn expiring_orders(&self) -> u64 {
+        self.stats
+            .expiring
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    pub fn resting_orders(&self) -> u64 {
+        self.stats
+            .resting
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.front.last_seq()
+    }
+
+    /// Let every stage finish its work, stop the threads, and hand back the output.
+    pub fn finish(mut self) -> O {
+        self.stop().expect("output thread result")
+    }
+
+    fn stop(&mut self) -> Option<O> {
+        let mut link = self.link.take()?;
+        self.front.stop(&mut link);
+        let RingLink {
+            plans, merge_bell, ..
+        } = link;
+        drop(plans); // the output thread ends after the last plan
+        merge_bell.ring();
+        for t in self.shard_threads.drain(..) {
+            let _ = t.join();
+        }
+        self.merge_thread.take()?.join().ok()
+    }
+}
+
+impl<O: Output> Drop for Sharded<O> {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+fn run_merge<O: Output>(mut merge: Merge, mut src: MergeSources, mut out: O, stats: &Stats) -> O {
+    let _ = src.waiter.bell.thread.set(thread::current());
+    loop {
+        let Some(plan) = src.plan_buffer.pop_front() else {
+            let alive = drain(&mut src.plans, &mut src.plan_buffer);
+            if !src.plan_buffer.is_empty() {
+                continue;
+            }
+            out.idle();
+            if !alive {
+                return out;
+            }
+            let (rx, buffer) = (&mut src.plans, &mut src.plan_buffer);
+            src.waiter
+                .pause(|| !drain(rx, buffer) || !buffer.is_empty());
+            continue;
+        };
+        if !matches!(plan, Plan::Snapshot { .. } | Plan::Silent { .. }) {
+            out.before(plan.seq());
+        }
+        let mut snapshots: Vec<(u64, Option<itch::Message>)> = Vec::new();
+        merge.process(&plan, &mut src, &mut out, &mut |id, m| {
+            snapshots.push((id, m.copied()));
+        });
+        for (id, m) in &snapshots {
+            out.snapshot(*id, m.as_ref());
+        }
+        if !matches!(plan, Plan::Snapshot { .. }) {
+            stats.merged_seq.store(plan.seq(), Ordering::Release);
+            stats
+                .order_refs
+                .store(merge.order_refs_used(), Ordering::Relaxed);
+            stats.matches.store(merge.matches_used(), Ordering::Relaxed);
+        }
+    }
+}

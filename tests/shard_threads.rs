@@ -1,0 +1,247 @@
+//! The sharded pipeline on real threads and rings (`bourse::engine::threaded`) produces the
+//! same outputs, numbers and snapshots as `Exchange::apply`, with 1, 2 and 3 shards and each
+//! wait strategy (park everywhere it can take long: tests must not busy-spin).
+
+use bourse::config::WaitStrategy;
+use bourse::engine::threaded::{Output as PipelineOutput, Sharded, ShardedConfig};
+use bourse::exchange::{Command, Exchange, Input, Output, Recorder, Sink};
+use bourse::journal::JournalReader;
+use bourse::sequencer::record;
+use bourse::types::{AccountId, Timestamp};
+use bourse::wire::{itch, ouch};
+
+#[derive(Default)]
+struct Collect {
+    outputs: Vec<Output>,
+    snapshots: Vec<(u64, Vec<itch::Message>)>,
+    done: Vec<u64>,
+}
+
+impl Sink for Collect {
+    fn ouch(&mut self, account: AccountId, message: &ouch::Outbound) {
+        self.outputs.push(Output::Ouch(account, *message));
+    }
+    fn itch(&mut self, message: &itch::Message) {
+        self.outputs.push(Output::Itch(*message));
+    }
+}
+
+impl PipelineOutput for Collect {
+    fn snapshot(&mut self, id: u64, message: Option<&itch::Message>) {
+        match message {
+            Some(m) => match self.snapshots.last_mut() {
+                Some((i, v)) if *i == id && !self.done.contains(&id) => v.push(*m),
+                _ => self.snapshots.push((id, vec![*m])),
+            },
+            None => self.done.push(id),
+        }
+    }
+}
+
+fn journal(name: &str) -> (bourse::exchange::Venue, Vec<Input>) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("replay-logs")
+        .join(name)
+        .join("journal");
+    let verified = bourse::journal::verify(&dir).unwrap();
+    let mut reader = JournalReader::open(&dir, 1).unwrap();
+    let (header, ts) = bourse::replay::read_header(&mut reader).unwrap();
+    let mut inputs = vec![Input {
+        seq: 1,
+        timestamp: ts,
+        command: Command::StartOfDay,
+    }];
+    while (inputs.len() as u64) < verified.last_seq {
+        let Some(r) = reader.next().unwrap() else {
+            break;
+        };
+        inputs.push(Input {
+            seq: r.seq,
+            timestamp: r.timestamp,
+            command: record::decode(r.kind, r.payload).unwrap(),
+        });
+    }
+    (header.venue, inputs)
+}
+
+#[test]
+fn threads_equal_the_exchange_on_the_recorded_days() {
+    for name in ["busy-day", "edge-cases", "torn-tail"] {
+        let (venue, inputs) = journal(name);
+        let half = inputs.len() / 2;
+        let mut ex = Exchange::new(venue.clone()).unwrap();
+        let mut rec = Recorder::default();
+        let mut want_snapshot = Vec::new();
+        for (i, input) in inputs.iter().enumerate() {
+            ex.apply(input, &mut rec);
+            if i + 1 == half {
+                ex.snapshot(Timestamp(7), |m| want_snapshot.push(*m));
+            }
+        }
+        let cases = [
+            (1, WaitStrategy::Park, 64),
+            (2, WaitStrategy::Park, 1024),
+            (3, WaitStrategy::Park, 64),
+            (3, WaitStrategy::Yield, 4096),
+        ];
+        for (shards, wait, ring_slots) in cases {
+            let config = ShardedConfig {
+                shards,
+                wait,
+                ring_slots,
+                pin_cores: false,
+            };
+            let started = std::time::Instant::now();
+            let mut p = Sharded::start(&venue, &config, Collect::default()).unwrap();
+            for (i, input) in inputs.iter().enumerate() {
+                p.apply(input);
+                if i + 1 == half {
+                    p.snapshot(Timestamp(7), 1);
+                }
+            }
+            let out = p.finish();
+            let what = format!("{name}: {shards} shards, {wait:?}, ring {ring_slots}");
+            assert_eq!(out.outputs.len(), rec.outputs.len(), "{what}");
+            if let Some(at) = (0..out.outputs.len()).find(|&i| out.outputs[i] != rec.outputs[i]) {
+                panic!(
+                    "{what}: output {at}: {:?} != {:?}",
+                    out.outputs[at], rec.outputs[at]
+                );
+            }
+            assert_eq!(
+                out.snapshots,
+                vec![(1, want_snapshot.clone())],
+                "{what}: snapshot"
+            );
+            println!(
+                "{what}: {} inputs, {} outputs equal in {:?}",
+                inputs.len(),
+                out.outputs.len(),
+                started.elapsed()
+            );
+        }
+    }
+}
+
+#[derive(Default)]
+struct Count(u64);
+
+impl Sink for Count {
+    fn ouch(&mut self, _: AccountId, _: &ouch::Outbound) {
+        self.0 += 1;
+    }
+    fn itch(&mut self, _: &itch::Message) {
+        self.0 += 1;
+    }
+}
+
+impl PipelineOutput for Count {}
+
+/// Throughput figures for BENCHMARKS.md (run in release:
+/// `cargo test --release -p bourse --test shard_threads -- --ignored --nocapture`).
+/// Three symbols, each with its own seeded ExchangeCore workload and accounts, interleaved.
+#[test]
+#[ignore]
+fn throughput_figures() {
+    use bourse::exchange::Limits;
+    use bourse::workload::{self, Spec, Workload};
+    let symbols = ["S0", "S1", "S2"];
+    let streams: Vec<_> = (0..3)
+        .map(|k| {
+            workload::generate(Spec {
+                ops: 1_000_000,
+                ..Spec::standard(Workload::ExchangeCore, 11 + k)
+            })
+        })
+        .collect();
+    let per = streams.iter().map(|s| s.stats.accounts).max().unwrap();
+    let mut venue = workload::demo_venue("S0", per * 3, Limits::default());
+    venue.symbols = symbols
+        .iter()
+        .map(|s| {
+            let mut d = venue.symbols[0].clone();
+            d.symbol = s.to_string();
+            d
+        })
+        .collect();
+    let mut inputs = vec![Input {
+        seq: 1,
+        timestamp: Timestamp(34_200_000_000_000),
+        command: Command::StartOfDay,
+    }];
+    let longest = streams.iter().map(|s| s.ops.len()).max().unwrap();
+    for i in 0..longest {
+        for (k, s) in streams.iter().enumerate() {
+            if let Some(op) = s.ops.get(i) {
+                let (a, message) = workload::to_message(op, symbols[k], 100);
+                let n = inputs.len() as u64;
+                inputs.push(Input {
+                    seq: n + 1,
+                    timestamp: Timestamp(34_200_000_000_000 + n * 1_000),
+                    command: Command::Ouch {
+                        account: AccountId(a.0 + per * k as u16),
+                        message,
+                    },
+                });
+            }
+        }
+    }
+    let rate = |n: usize, t: std::time::Duration| n as f64 / t.as_secs_f64() / 1e6;
+    let t = std::time::Instant::now();
+    let mut ex = Exchange::new(venue.clone()).unwrap();
+    let mut c = Count::default();
+    for i in &inputs {
+        ex.apply(i, &mut c);
+    }
+    let base = t.elapsed();
+    println!(
+        "{} inputs, {} outputs; Exchange::apply: {:.2} M inputs/s",
+        inputs.len(),
+        c.0,
+        rate(inputs.len(), base)
+    );
+    for shards in [1, 3] {
+        let t = std::time::Instant::now();
+        let mut p = bourse::engine::Pipeline::new(&venue, shards).unwrap();
+        let mut c2 = Count::default();
+        for i in &inputs {
+            p.apply(i, &mut c2);
+        }
+        p.flush(&mut c2);
+        assert_eq!(c2.0, c.0);
+        println!(
+            "pure split, {shards} shard(s), one thread: {:.2} M inputs/s",
+            rate(inputs.len(), t.elapsed())
+        );
+    }
+    for (shards, wait) in [
+        (1, WaitStrategy::Park),
+        (2, WaitStrategy::Park),
+        (3, WaitStrategy::Park),
+        (1, WaitStrategy::Yield),
+        (3, WaitStrategy::Yield),
+    ] {
+        let config = ShardedConfig {
+            shards,
+            wait,
+            ring_slots: 1 << 16,
+            pin_cores: true,
+        };
+        let t = std::time::Instant::now();
+        let mut p = Sharded::start(&venue, &config, Count::default()).unwrap();
+        for i in &inputs {
+            p.apply(i);
+        }
+        let out = p.finish();
+        assert_eq!(out.0, c.0);
+        println!(
+            "threads, {shards} shard(s), {wait:?}: {:.2} M inputs/s (cores: {})",
+            rate(inputs.len(), t.elapsed()),
+            core_count()
+        );
+    }
+}
+
+fn core_count() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}

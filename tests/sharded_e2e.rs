@@ -1,0 +1,229 @@
+//! End-to-end: the daemon with `[engine] layout = "sharded"` (1 and 3 shard threads, park)
+//! over real sockets. Three accounts trade on four symbols (rests, crosses, cancels,
+//! replaces, a replacement token reused at once, a halt); the OUCH bytes each account
+//! receives, the ITCH feed (with re-requests) and the numbering equal `bourse replay` of the
+//! journal, and GLIMPSE answers through the pipeline.
+
+mod common;
+
+use bourse::client::{OuchClient, Received};
+use bourse::daemon::admin::{self, Request};
+use bourse::replay::StreamHasher;
+use bourse::types::{Alpha, Firm, Price, Shares};
+use bourse::wire::itch;
+use bourse::wire::ouch::{CancelOrder, EnterOrder, Inbound, Outbound, ReplaceOrder};
+use common::{FeedCollector, TIMEOUT, Venue, bourse, config_text};
+use std::time::Duration;
+
+fn tok(s: &str) -> Alpha<14> {
+    Alpha::from_str_padded(s).unwrap()
+}
+
+fn enter(token: &str, side: u8, shares: u32, symbol: &str, price: u32, display: u8) -> Inbound {
+    Inbound::Enter(EnterOrder {
+        token: tok(token),
+        side,
+        shares: Shares(shares),
+        stock: Alpha::from_str_padded(symbol).unwrap(),
+        price: Price(price),
+        tif: 99_999,
+        firm: Firm::SPACES,
+        display,
+        capacity: b'A',
+        intermarket_sweep: b'N',
+        min_qty: Shares(0),
+        cross_type: b'N',
+        customer_type: b' ',
+    })
+}
+
+fn trade(clients: &mut [OuchClient], round: u32) {
+    let symbols = ["IBM", "ZZ", "AAPL", "MSFT"];
+    for i in 0..80u32 {
+        let n = round * 1000 + i;
+        let c = &mut clients[(i % 3) as usize];
+        let symbol = symbols[(i % 4) as usize];
+        let side = if (i / 4) % 2 == 0 { b'B' } else { b'S' };
+        let price = 100_000 + (i % 5) * 100;
+        let display = [b'Y', b'A', b'N', b'Y', b'P'][(i % 5) as usize];
+        c.send(&enter(
+            &format!("T{n}"),
+            side,
+            100 + i,
+            symbol,
+            price,
+            display,
+        ))
+        .unwrap();
+        if i % 5 == 4 {
+            c.send(&Inbound::Cancel(CancelOrder {
+                token: tok(&format!("T{}", n - 3)),
+                shares: Shares(10),
+            }))
+            .unwrap();
+        }
+        if i % 6 == 5 {
+            c.send(&Inbound::Replace(ReplaceOrder {
+                existing: tok(&format!("T{}", n - 3)),
+                replacement: tok(&format!("R{n}")),
+                shares: Shares(300),
+                price: Price(100_200),
+                tif: 99_999,
+                display: b'Y',
+                intermarket_sweep: b'N',
+                min_qty: Shares(0),
+            }))
+            .unwrap();
+            // A benign resend of the replacement token while its verdict may be pending.
+            c.send(&enter(&format!("R{n}"), b'B', 1, symbol, 100_000, b'Y'))
+                .unwrap();
+        }
+    }
+}
+
+/// Every sequenced message until End of Session.
+fn drain(client: &mut OuchClient) -> Vec<Outbound> {
+    let mut out = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
+        match client.recv(Duration::from_millis(500)).unwrap() {
+            Some(Received::Sequenced(_, m)) => out.push(m),
+            Some(Received::EndOfSession) | Some(Received::Closed) => return out,
+            Some(Received::Undecodable(seq, b)) => panic!("message {seq} undecodable: {b:?}"),
+            Some(Received::Heartbeat) | None => {}
+        }
+    }
+    panic!("no End of Session after {} messages", out.len());
+}
+
+fn digest(messages: &[Outbound]) -> String {
+    let mut h = StreamHasher::default();
+    for m in messages {
+        let mut buf = [0u8; 96];
+        let n = m.encode(&mut buf);
+        h.add(&buf[..n]);
+    }
+    format!("{} messages sha256 {}", h.messages, h.digest())
+}
+
+fn glimpse_a_count(venue: &Venue) -> usize {
+    use bourse::wire::soupbin::{FrameReader, LoginRequest, Packet};
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(venue.snapshot).unwrap();
+    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let login = Packet::LoginRequest(LoginRequest {
+        username: Alpha::from_str_padded("BOB").unwrap(),
+        password: Alpha::from_str_padded("bobpw").unwrap(),
+        session: bourse::wire::ascii::SessionId::BLANK,
+        sequence: 1,
+        heartbeat_timeout_ms: None,
+    });
+    let mut buf = [0u8; 128];
+    let n = login.encode(&mut buf);
+    stream.write_all(&buf[..n]).unwrap();
+    let mut reader = FrameReader::new(u16::MAX as usize);
+    let mut adds = 0;
+    loop {
+        while let Some(p) = reader.next_packet() {
+            match p.unwrap() {
+                Packet::SequencedData(d) if d[0] == b'A' || d[0] == b'F' => adds += 1,
+                Packet::EndOfSession => return adds,
+                _ => {}
+            }
+        }
+        let n = stream.read(reader.read_space()).unwrap();
+        assert!(n > 0, "GLIMPSE closed before End of Session");
+        reader.commit(n);
+    }
+}
+
+fn sharded_day(shards: u32) {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "[engine]\nlayout = \"sharded\"\nshards = {shards}\nwait = \"park\"\nring_slots = 1024\n\
+         [[symbols]]\nsymbol = \"IBM\"\ntick = 100\n[[symbols]]\nsymbol = \"ZZ\"\ntick = 1\n"
+    );
+    let venue = Venue::start(dir.path(), &config_text(dir.path(), &extra));
+    let mut collector = FeedCollector::join(&venue);
+    collector.drop_every = 5;
+    let feed = std::thread::spawn(move || {
+        collector.run_until_end(Duration::from_secs(30));
+        collector
+    });
+    let mut clients: Vec<OuchClient> =
+        [("ALICE", "alicepw"), ("BOB", "bobpw"), ("CAROL", "carolpw")]
+            .iter()
+            .map(|(u, p)| OuchClient::login(venue.gateway, u, p, "", 1, TIMEOUT).unwrap())
+            .collect();
+    trade(&mut clients, 1);
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        glimpse_a_count(&venue) > 0,
+        "the snapshot holds resting orders"
+    );
+    let halt = admin::send(venue.admin, &Request::Halt("IBM".into()), TIMEOUT).unwrap();
+    assert_eq!(halt, "ok halt IBM");
+    clients[0]
+        .send(&enter("H1", b'B', 100, "IBM", 100_000, b'Y'))
+        .unwrap();
+    let resume = admin::send(venue.admin, &Request::Resume("IBM".into()), TIMEOUT).unwrap();
+    assert_eq!(resume, "ok resume IBM");
+    trade(&mut clients, 2);
+    std::thread::sleep(Duration::from_millis(100));
+    let status = admin::send(venue.admin, &Request::Status, TIMEOUT).unwrap();
+    assert!(status.starts_with("ok seq="), "{status}");
+    assert_eq!(
+        admin::send(venue.admin, &Request::EndOfDay, TIMEOUT).unwrap(),
+        "ok end-of-day"
+    );
+    let received: Vec<Vec<Outbound>> = clients.iter_mut().map(drain).collect();
+    let collector = feed.join().unwrap();
+    assert!(collector.ended, "End of Session packet seen");
+    assert!(venue.stop().success(), "clean shutdown on SIGTERM");
+
+    let itch_out = dir.path().join("replayed.itch");
+    let (ok, out) = bourse(&[
+        "replay",
+        "--journal",
+        dir.path().join("journal").to_str().unwrap(),
+        "--itch-out",
+        itch_out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}");
+    for (user, messages) in ["ALICE", "BOB", "CAROL"].iter().zip(&received) {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("ouch {user} ")))
+            .unwrap_or_else(|| panic!("no ouch {user} in {out}"));
+        assert!(
+            line.ends_with(&digest(messages)),
+            "{shards} shards, {user}: {line}"
+        );
+        assert!(messages.iter().any(|m| matches!(m, Outbound::Executed(_))));
+    }
+    let bytes = std::fs::read(itch_out).unwrap();
+    let replayed: Vec<Vec<u8>> = itch::binary_file::Reader::new(&bytes)
+        .map(|m| m.unwrap().to_vec())
+        .collect();
+    assert!(replayed.len() > 200, "{} ITCH messages", replayed.len());
+    assert!(
+        collector.messages == replayed,
+        "{shards} shards: feed bytes differ from replay"
+    );
+    println!(
+        "{shards} shards: {} OUCH messages and {} ITCH messages equal bourse replay ({} re-requests)",
+        received.iter().map(Vec::len).sum::<usize>(),
+        replayed.len(),
+        collector.rerequests
+    );
+}
+
+#[test]
+fn sharded_daemon_with_one_shard_equals_replay() {
+    sharded_day(1);
+}
+
+#[test]
+fn sharded_daemon_with_three_shards_equals_replay() {
+    sharded_day(3);
+}
