@@ -171,10 +171,20 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
         let mut opened = Opened::open(config, clock, day_epoch, config.engine.layout, progress)?;
         let new_day = opened.report.last_seq == 0;
         if new_day {
-            let Opened { sequencer, header, core, outputs, .. } = &mut opened;
+            let Opened {
+                sequencer,
+                header,
+                core,
+                outputs,
+                ..
+            } = &mut opened;
             start_day(sequencer, header, core, outputs)?;
         }
-        let next_itch = if new_day { 1 } else { opened.itch_reader.len() + 1 };
+        let next_itch = if new_day {
+            1
+        } else {
+            opened.itch_reader.len() + 1
+        };
         let mut feed = make_feed(next_itch)?;
         if new_day {
             let now = 0;
@@ -197,11 +207,15 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
         day_epoch_unix_ns: u64,
         progress: impl FnMut(u64, u64),
     ) -> Result<Self, String> {
-        Opened::open(config, clock, day_epoch_unix_ns, Layout::Compact, progress)?.into_engine(config)
+        Opened::open(config, clock, day_epoch_unix_ns, Layout::Compact, progress)?
+            .into_engine(config)
     }
 
     /// Open the market-data feed at the next ITCH sequence number (a standby taking over).
-    pub fn open_feed(&mut self, make_feed: impl FnOnce(u64) -> Result<F, String>) -> Result<(), String> {
+    pub fn open_feed(
+        &mut self,
+        make_feed: impl FnOnce(u64) -> Result<F, String>,
+    ) -> Result<(), String> {
         let next = self.next_itch_seq();
         match &mut self.core {
             Core::Compact { outputs, .. } => outputs.feed = Some(make_feed(next)?),
@@ -225,7 +239,9 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
             .append_at(timestamp, kind, payload)
             .map_err(|e| e.to_string())?;
         if own != seq {
-            return Err(format!("replicated record {seq} landed at {own} in this journal"));
+            return Err(format!(
+                "replicated record {seq} landed at {own} in this journal"
+            ));
         }
         if kind == KIND_START_OF_DAY {
             let header = DayHeader::decode(payload).map_err(|e| e.0)?;
@@ -338,10 +354,14 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
     /// sent; it is woken to release this batch.
     pub fn end_batch(&mut self, now_ns: u64) -> bool {
         if let Err(e) = self.sequencer.flush() {
-            self.fatal.get_or_insert(format!("journal flush failed: {e}"));
+            self.fatal
+                .get_or_insert(format!("journal flush failed: {e}"));
             return false;
         }
-        if let Core::Sharded { pipeline, shared, .. } = &mut self.core {
+        if let Core::Sharded {
+            pipeline, shared, ..
+        } = &mut self.core
+        {
             pipeline.wake_output();
             if let Some(full) = shared.fatal.lock().expect("not poisoned").take() {
                 self.fatal.get_or_insert(full);
@@ -354,7 +374,11 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
     /// Compact layout: release the batch if the durability mode allows (publish its ITCH).
     pub fn try_release(&mut self, now_ns: u64) -> bool {
         let last_seq = self.last_seq();
-        let confirmed = self.sequencer.journal().confirmed_seq_handle().load(Ordering::Acquire);
+        let confirmed = self
+            .sequencer
+            .journal()
+            .confirmed_seq_handle()
+            .load(Ordering::Acquire);
         self.awaiting = self.durability == Durability::Replicated && confirmed < last_seq;
         if self.awaiting {
             return false;
@@ -371,11 +395,18 @@ impl<C: Clock, F: FeedOut> Engine<C, F> {
     /// Compact layout: hand every ITCH message not yet published to the feed, then send the
     /// partial packet.
     fn publish_released(&mut self, now_ns: u64) {
-        let Core::Compact { outputs, .. } = &mut self.core else { return };
-        let Some(feed) = outputs.feed.as_mut() else { return };
+        let Core::Compact { outputs, .. } = &mut self.core else {
+            return;
+        };
+        let Some(feed) = outputs.feed.as_mut() else {
+            return;
+        };
         let last = self.itch_reader.len();
         for seq in self.itch_published + 1..=last {
-            feed.publish(self.itch_reader.get(seq).expect("published message"), now_ns);
+            feed.publish(
+                self.itch_reader.get(seq).expect("published message"),
+                now_ns,
+            );
         }
         self.itch_published = last;
         feed.flush(now_ns);
@@ -559,7 +590,14 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             ),
         };
         if report.last_seq > 0 {
-            replay_journal(&config.journal.dir, report.last_seq, &header, &mut core, &mut outputs, &mut progress)?;
+            replay_journal(
+                &config.journal.dir,
+                report.last_seq,
+                &header,
+                &mut core,
+                &mut outputs,
+                &mut progress,
+            )?;
         }
         if let Some(full) = outputs.full.take() {
             return Err(full);
@@ -578,7 +616,16 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
 
     /// Start the layout's machinery around the replayed state.
     fn into_engine(self, config: &Config) -> Result<Engine<C, F>, String> {
-        let Opened { sequencer, header, core, mut outputs, ouch_readers, itch_reader, report, durability } = self;
+        let Opened {
+            sequencer,
+            header,
+            core,
+            mut outputs,
+            ouch_readers,
+            itch_reader,
+            report,
+            durability,
+        } = self;
         let core = match core {
             Replaying::Compact(exchange) => Core::Compact { exchange, outputs },
             Replaying::Sharded(pipeline) => {
@@ -607,7 +654,11 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
                     pin_cores: config.engine.pin_cores,
                 };
                 let pipeline = Sharded::from_parts(front, shards, merge, &threads, sink)?;
-                Core::Sharded { pipeline, shared, next_snapshot: 1 }
+                Core::Sharded {
+                    pipeline,
+                    shared,
+                    next_snapshot: 1,
+                }
             }
         };
         let itch_published = itch_reader.len();

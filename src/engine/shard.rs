@@ -213,18 +213,15 @@ impl Shard {
     }
 
     fn dead_on_arrival(&self, e: &Entry) -> bool {
-        let book = self.book(e.symbol);
-        if e.shares == 0 {
-            return true;
-        }
-        if e.resting.display == b'P' && book.crosses(e.side, e.price) {
-            return true;
-        }
-        if e.tif != validate::TIF_IOC {
-            return false;
-        }
-        let want = u64::from(e.min_qty.max(1));
-        book.executable_shares(e.side, e.price, want) < want
+        let arrival = validate::Arrival {
+            side: e.side,
+            price: e.price,
+            shares: e.shares,
+            tif: e.tif,
+            min_qty: e.min_qty,
+            post_only: e.resting.display == b'P',
+        };
+        validate::dead_on_arrival(self.book(e.symbol), &arrival)
     }
 
     fn execute_and_rest<O: ShardOut>(&mut self, ts: Timestamp, mut e: Entry, out: &mut O) {

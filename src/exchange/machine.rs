@@ -291,18 +291,15 @@ impl Exchange {
 
     /// Accepted with state `D`: nothing would execute and nothing would rest.
     fn dead_on_arrival(&self, e: &Entry) -> bool {
-        let book = &self.books[e.symbol as usize];
-        if e.shares == 0 {
-            return true;
-        }
-        if e.resting.display == b'P' && book.crosses(e.side, e.price) {
-            return true;
-        }
-        if e.tif != validate::TIF_IOC {
-            return false;
-        }
-        let want = u64::from(e.min_qty.max(1));
-        book.executable_shares(e.side, e.price, want) < want
+        let arrival = validate::Arrival {
+            side: e.side,
+            price: e.price,
+            shares: e.shares,
+            tif: e.tif,
+            min_qty: e.min_qty,
+            post_only: e.resting.display == b'P',
+        };
+        validate::dead_on_arrival(&self.books[e.symbol as usize], &arrival)
     }
 
     /// Execute a live order against the book, then cancel an IOC remainder or rest the rest.

@@ -1225,3 +1225,24 @@ fn expiry_order_is_by_deadline_after_a_long_quiet_spell() {
     let out = h.at(49_152_000_000_000).run(Command::Tick);
     assert_eq!(kinds(&out), ["0:CT1", "itch:D1", "0:CT1", "itch:D2"]);
 }
+
+#[test]
+fn an_ioc_replacement_whose_exposure_is_below_its_minimum_is_dead() {
+    let mut h = Harness::new();
+    h.enter(B, order("s", b'S', 117, px(5_00)));
+    h.enter(
+        A,
+        ouch::EnterOrder {
+            tif: 0,
+            ..order("t1", b'B', 112, px(5_00))
+        },
+    );
+    h.enter(A, order("bid", b'B', 162, px(4_99)));
+    // Chain total 162, 112 executed: exposure 50, minimum 51, though 162 are available.
+    let u = ouch::ReplaceOrder {
+        tif: 0,
+        min_qty: Shares(51),
+        ..replace("s", "s2", 162, Price::MARKET)
+    };
+    assert_eq!(kinds(&h.replace(B, u)), ["1:UD", "itch:D1"]);
+}

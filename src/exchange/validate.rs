@@ -154,3 +154,36 @@ pub(crate) fn deadline_ms(timestamp_ns: u64, tif: u32) -> u32 {
     // then expires at the first tick after that point) rather than panicking.
     u32::try_from(ms).unwrap_or(u32::MAX)
 }
+
+/// The order's parameters that decide whether it is dead on arrival.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Arrival {
+    pub side: Side,
+    pub price: Price,
+    /// Shares it may execute (a replacement: its exposure).
+    pub shares: u32,
+    pub tif: u32,
+    pub min_qty: u32,
+    pub post_only: bool,
+}
+
+/// Accepted/Replaced with state `D` (DESIGN.md 4): nothing would execute and nothing would
+/// rest — no exposure; a post-only order that would execute against any resting order; an IOC
+/// that can execute nothing, or less than its minimum (it can execute at most its own shares,
+/// so a replacement whose exposure is below its minimum is dead too).
+pub(crate) fn dead_on_arrival<T: Copy + Default>(
+    book: &crate::book::OrderBook<T>,
+    a: &Arrival,
+) -> bool {
+    if a.shares == 0 {
+        return true;
+    }
+    if a.post_only && book.crosses(a.side, a.price) {
+        return true;
+    }
+    if a.tif != TIF_IOC {
+        return false;
+    }
+    let want = u64::from(a.min_qty.max(1));
+    u64::from(a.shares) < want || book.executable_shares(a.side, a.price, want) < want
+}

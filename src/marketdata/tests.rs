@@ -560,7 +560,12 @@ fn read_to_eof(mut stream: TcpStream) -> Vec<Seen> {
                 other => panic!("unexpected {other:?}"),
             });
         }
-        let n = stream.read(reader.read_space()).expect("read before EOF");
+        let n = match stream.read(reader.read_space()) {
+            Ok(n) => n,
+            // A connection the server refused at once may be reset rather than closed.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset && seen.is_empty() => 0,
+            Err(e) => panic!("read before EOF: {e}"),
+        };
         if n == 0 {
             assert_eq!(reader.buffered(), 0, "EOF inside a packet");
             return seen;
