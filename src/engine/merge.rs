@@ -9,6 +9,7 @@
 //! slot's current occupant.
 
 use super::msg::{Plan, ReplaceFeed, ShardEvent, shard_of};
+use crate::exchange::messages::{self, itch_message, reject, system_event};
 use crate::exchange::validate;
 use crate::exchange::venue::{SymbolSpec, Venue, VenueError};
 use crate::exchange::{Command, Input, Sink};
@@ -516,64 +517,10 @@ impl Merge {
     }
 
     fn stock_directory(&self, symbol: u16, ts: Timestamp) -> itch::Message {
-        let spec = &self.specs[symbol as usize];
-        let body = itch::Body::StockDirectory(itch::StockDirectory {
-            stock: spec.symbol,
-            market_category: b'Q',
-            financial_status: b'N',
-            round_lot_size: spec.round_lot,
-            round_lots_only: b'N',
-            issue_classification: b'C',
-            issue_sub_type: *b"C ",
-            authenticity: b'P',
-            short_sale_threshold: b'N',
-            ipo_flag: b'N',
-            luld_tier: b'1',
-            etp_flag: b'N',
-            etp_leverage: 0,
-            inverse: b'N',
-        });
-        itch_message(symbol, ts, body)
+        messages::stock_directory(&self.specs[symbol as usize], symbol, ts)
     }
 
     fn trading_action(&self, symbol: u16, ts: Timestamp, state: u8) -> itch::Message {
-        let body = itch::Body::TradingAction {
-            stock: self.specs[symbol as usize].symbol,
-            state,
-            reserved: b' ',
-            reason: *b"    ",
-        };
-        itch_message(symbol, ts, body)
-    }
-}
-
-fn reject<S: Sink>(ts: Timestamp, account: AccountId, token: Token, reason: u8, sink: &mut S) {
-    let rejected = ouch::Rejected {
-        timestamp: ts,
-        token,
-        reason,
-    };
-    sink.ouch(account, &ouch::Outbound::Rejected(rejected));
-}
-
-fn itch_message(symbol: u16, ts: Timestamp, body: itch::Body) -> itch::Message {
-    itch::Message {
-        header: itch::Header {
-            locate: symbol + 1,
-            tracking: 0,
-            timestamp: ts,
-        },
-        body,
-    }
-}
-
-fn system_event(ts: Timestamp, event: u8) -> itch::Message {
-    itch::Message {
-        header: itch::Header {
-            locate: 0,
-            tracking: 0,
-            timestamp: ts,
-        },
-        body: itch::Body::SystemEvent { event },
+        messages::trading_action(&self.specs[symbol as usize], symbol, ts, state)
     }
 }

@@ -4,6 +4,7 @@
 //! and match numbers, gapless from 1). All outputs carry the input's timestamp.
 
 use super::input::{Admin, Command, Input, Outcome};
+use super::messages;
 use super::sink::Sink;
 use super::tokens::{TokenState, TokenTable};
 use super::validate::{self, MarketState, ReplaceFault};
@@ -806,12 +807,7 @@ impl Exchange {
         reason: u8,
         sink: &mut S,
     ) {
-        let rejected = ouch::Rejected {
-            timestamp: ts,
-            token,
-            reason,
-        };
-        sink.ouch(account, &ouch::Outbound::Rejected(rejected));
+        messages::reject(ts, account, token, reason, sink);
     }
 
     fn ouch_event_to_all<S: Sink>(&self, ts: Timestamp, event: u8, sink: &mut S) {
@@ -830,59 +826,19 @@ impl Exchange {
         ts: Timestamp,
         body: itch::Body,
     ) -> itch::Message {
-        itch::Message {
-            header: itch::Header {
-                locate: symbol + 1,
-                tracking: 0,
-                timestamp: ts,
-            },
-            body,
-        }
+        messages::itch_message(symbol, ts, body)
     }
 
     fn system_event(&self, ts: Timestamp, event: u8) -> itch::Message {
-        let header = itch::Header {
-            locate: 0,
-            tracking: 0,
-            timestamp: ts,
-        };
-        itch::Message {
-            header,
-            body: itch::Body::SystemEvent { event },
-        }
+        messages::system_event(ts, event)
     }
 
-    /// Stock Directory with the fixed values of DESIGN.md section 5.
     pub(crate) fn stock_directory(&self, symbol: u16, ts: Timestamp) -> itch::Message {
-        let spec = &self.specs[symbol as usize];
-        let body = itch::Body::StockDirectory(itch::StockDirectory {
-            stock: spec.symbol,
-            market_category: b'Q',
-            financial_status: b'N',
-            round_lot_size: spec.round_lot,
-            round_lots_only: b'N',
-            issue_classification: b'C',
-            issue_sub_type: *b"C ",
-            authenticity: b'P',
-            short_sale_threshold: b'N',
-            ipo_flag: b'N',
-            luld_tier: b'1',
-            etp_flag: b'N',
-            etp_leverage: 0,
-            inverse: b'N',
-        });
-        self.itch_message(symbol, ts, body)
+        messages::stock_directory(&self.specs[symbol as usize], symbol, ts)
     }
 
     pub(crate) fn trading_action(&self, symbol: u16, ts: Timestamp, state: u8) -> itch::Message {
-        let stock = self.specs[symbol as usize].symbol;
-        let body = itch::Body::TradingAction {
-            stock,
-            state,
-            reserved: b' ',
-            reason: *b"    ",
-        };
-        self.itch_message(symbol, ts, body)
+        messages::trading_action(&self.specs[symbol as usize], symbol, ts, state)
     }
 
     /// The GLIMPSE 5.0 snapshot body (DESIGN.md 5): per symbol in config order its Stock

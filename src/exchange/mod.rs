@@ -8,6 +8,7 @@
 mod digest;
 mod input;
 mod machine;
+pub(crate) mod messages;
 mod sink;
 mod tokens;
 pub(crate) mod validate;
