@@ -200,28 +200,25 @@ impl Shard {
         }
     }
 
-    fn would_not_fit(&self, e: &Entry, replacing: Option<OrderHandle>) -> bool {
-        if e.tif == validate::TIF_IOC {
-            return false;
-        }
-        let book = self.book(e.symbol);
-        let fits = match replacing {
-            None => book.can_rest(e.side, e.price),
-            Some(old) => book.can_rest_replacing(old, e.side, e.price),
-        };
-        !fits && book.executable_shares(e.side, e.price, u64::from(e.shares)) < u64::from(e.shares)
-    }
-
-    fn dead_on_arrival(&self, e: &Entry) -> bool {
-        let arrival = validate::Arrival {
+    fn arrival(e: &Entry) -> validate::Arrival {
+        validate::Arrival {
             side: e.side,
             price: e.price,
             shares: e.shares,
             tif: e.tif,
             min_qty: e.min_qty,
             post_only: e.resting.display == b'P',
-        };
-        validate::dead_on_arrival(self.book(e.symbol), &arrival)
+        }
+    }
+
+    /// Rejected `O` for room: see [`validate::would_not_fit`].
+    fn would_not_fit(&self, e: &Entry, replacing: Option<OrderHandle>) -> bool {
+        validate::would_not_fit(self.book(e.symbol), &Self::arrival(e), replacing)
+    }
+
+    /// Accepted with state `D`: see [`validate::dead_on_arrival`].
+    fn dead_on_arrival(&self, e: &Entry) -> bool {
+        validate::dead_on_arrival(self.book(e.symbol), &Self::arrival(e))
     }
 
     fn execute_and_rest<O: ShardOut>(&mut self, ts: Timestamp, mut e: Entry, out: &mut O) {

@@ -274,33 +274,25 @@ impl Exchange {
         }
     }
 
-    /// A live order that would have shares left to rest when its book has no room for them
-    /// (no free slot, or no room for a new price level). `replacing` is the order a replace
-    /// removes first (its slot, and maybe its level, come free). Orders that execute in full
-    /// or are IOC never need room.
-    fn would_not_fit(&self, e: &Entry, replacing: Option<OrderHandle>) -> bool {
-        if e.tif == validate::TIF_IOC {
-            return false;
-        }
-        let book = &self.books[e.symbol as usize];
-        let fits = match replacing {
-            None => book.can_rest(e.side, e.price),
-            Some(old) => book.can_rest_replacing(old, e.side, e.price),
-        };
-        !fits && book.executable_shares(e.side, e.price, u64::from(e.shares)) < u64::from(e.shares)
-    }
-
-    /// Accepted with state `D`: nothing would execute and nothing would rest.
-    fn dead_on_arrival(&self, e: &Entry) -> bool {
-        let arrival = validate::Arrival {
+    fn arrival(e: &Entry) -> validate::Arrival {
+        validate::Arrival {
             side: e.side,
             price: e.price,
             shares: e.shares,
             tif: e.tif,
             min_qty: e.min_qty,
             post_only: e.resting.display == b'P',
-        };
-        validate::dead_on_arrival(&self.books[e.symbol as usize], &arrival)
+        }
+    }
+
+    /// Rejected `O` for room: see [`validate::would_not_fit`].
+    fn would_not_fit(&self, e: &Entry, replacing: Option<OrderHandle>) -> bool {
+        validate::would_not_fit(&self.books[e.symbol as usize], &Self::arrival(e), replacing)
+    }
+
+    /// Accepted with state `D`: see [`validate::dead_on_arrival`].
+    fn dead_on_arrival(&self, e: &Entry) -> bool {
+        validate::dead_on_arrival(&self.books[e.symbol as usize], &Self::arrival(e))
     }
 
     /// Execute a live order against the book, then cancel an IOC remainder or rest the rest.

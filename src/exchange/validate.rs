@@ -187,3 +187,22 @@ pub(crate) fn dead_on_arrival<T: Copy + Default>(
     let want = u64::from(a.min_qty.max(1));
     u64::from(a.shares) < want || book.executable_shares(a.side, a.price, want) < want
 }
+
+/// A live order that would have shares left to rest when its book has no room for them (no
+/// free slot, or no room for a new price level). `replacing` is the order a replace removes
+/// first (its slot, and maybe its level, come free). Orders that execute in full or are IOC
+/// never need room.
+pub(crate) fn would_not_fit<T: Copy + Default>(
+    book: &crate::book::OrderBook<T>,
+    a: &Arrival,
+    replacing: Option<crate::book::OrderHandle>,
+) -> bool {
+    if a.tif == TIF_IOC {
+        return false;
+    }
+    let fits = match replacing {
+        None => book.can_rest(a.side, a.price),
+        Some(old) => book.can_rest_replacing(old, a.side, a.price),
+    };
+    !fits && book.executable_shares(a.side, a.price, u64::from(a.shares)) < u64::from(a.shares)
+}
