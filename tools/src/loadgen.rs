@@ -390,7 +390,7 @@ struct SenderResult {
 #[allow(clippy::too_many_arguments)]
 fn send_loop(
     options: &Options,
-    ops: &[(usize, Op, Inbound)],
+    ops: &[Op],
     slots: &Slots,
     mut sessions: Vec<Session>,
     clock: Clock,
@@ -411,7 +411,8 @@ fn send_loop(
     let mut max_lag = 0u64;
     let mut batch = 0usize;
     let mut dirty = vec![false; sessions.len()];
-    for (i, (conn, op, message)) in ops.iter().enumerate() {
+    let n = sessions.len();
+    for (i, op) in ops.iter().enumerate() {
         if stop.load(Ordering::Relaxed) {
             break;
         }
@@ -468,9 +469,12 @@ fn send_loop(
                 slots.cancel_intended[id as usize].store(intended + 1, Ordering::Release);
             }
         }
-        let session = &mut sessions[*conn];
-        session.push(message);
-        dirty[*conn] = true;
+        // Encoded here, not in advance: memory stays at the ops, and encoding allocates nothing.
+        let (_, message) = workload::to_message(op, &options.symbol, options.tick);
+        let conn = usize::from(op.account()) % n;
+        let session = &mut sessions[conn];
+        session.push(&retag(message, options.run_tag));
+        dirty[conn] = true;
         if session.out.len() > MAX_QUEUED {
             // Back-pressure from the venue: wait for the socket (counted as latency).
             while session.out.len() > MAX_QUEUED / 2 && !stop.load(Ordering::Relaxed) {
@@ -725,19 +729,7 @@ pub fn run(
     let stream = generate(options);
     let ids = stream.stats.ids as usize;
     let slots = Arc::new(Slots::new(&stream.ops, ids));
-    let n = options.accounts.len();
-    let ops: Vec<(usize, Op, Inbound)> = stream
-        .ops
-        .iter()
-        .map(|op| {
-            let (_, message) = workload::to_message(op, &options.symbol, options.tick);
-            (
-                usize::from(op.account()) % n,
-                *op,
-                retag(message, options.run_tag),
-            )
-        })
-        .collect();
+    let ops = stream.ops;
     progress.total.store(
         match options.window {
             None => ops

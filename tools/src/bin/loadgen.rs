@@ -147,6 +147,13 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         busy_poll: cli.busy_poll,
     };
     let stop = Arc::new(AtomicBool::new(false));
+    // First Ctrl-C: stop sending and report what was measured; a second one exits at once.
+    signal_hook::flag::register_conditional_shutdown(
+        signal_hook::consts::SIGINT,
+        130,
+        stop.clone(),
+    )
+    .map_err(|e| format!("cannot handle Ctrl-C: {e}"))?;
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())
         .map_err(|e| format!("cannot handle Ctrl-C: {e}"))?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())
