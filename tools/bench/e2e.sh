@@ -6,7 +6,8 @@
 #   tools/bench/e2e.sh [RATES] [DURABILITY...]      e.g.  tools/bench/e2e.sh "10000 100000" async flush
 #
 # Environment: WAITS="park spin" (engine.wait values), SECS=5 (seconds per run), PACE=sleep|spin,
-# OUT=/tmp/bourse-e2e (journals, histograms, plots), EXTRA="--busy-poll" (loadgen and echo flags).
+# OUT=/tmp/bourse-e2e (journals, histograms, plots), EXTRA="--busy-poll" (loadgen and echo flags),
+# SETTLE=4 (seconds between the venue's start and the load).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RATES=${1:-"10000 100000 500000"}
@@ -44,6 +45,9 @@ for durability in $DURABILITIES; do
       VENUE=$!
       for _ in $(seq 50); do grep -q listening "$OUT/$run.addr" && break; sleep 0.1; done
       GW=$(sed 's/.*gateway=\([^ ]*\).*/\1/' "$OUT/$run.addr")
+      # Let the journal helper finish pre-faulting the next segment (a 512 MB memset that
+      # would otherwise compete with the run for the two cores).
+      sleep "${SETTLE:-4}"
       uptime
       echo "-- bourse durability=$durability wait=$wait rate $rate"
       $BIN/bourse-loadgen --config "$OUT/$run.toml" --gateway "$GW" --rate "$rate" --duration "$SECS" \
