@@ -117,6 +117,40 @@ fn loadgen_at_a_small_rate_reports_sane_percentiles_and_no_errors() {
 }
 
 #[test]
+fn loadgen_stops_on_ctrl_c_with_the_partial_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path());
+    let loadgen = spawn(
+        LOADGEN,
+        &args(&[
+            &"--config",
+            &venue.config.display(),
+            &"--gateway",
+            &venue.gateway,
+            &"--rate",
+            &200,
+            &"--duration",
+            &60,
+            &"--resting",
+            &100,
+            &"--quiet",
+        ]),
+        None,
+    );
+    std::thread::sleep(Duration::from_millis(1_500));
+    loadgen.signal(libc::SIGINT);
+    let out = loadgen.finish(Duration::from_secs(10));
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("INTERRUPTED: partial report."),
+        "{}",
+        out.stdout
+    );
+    let (count, _) = accepted_row(&out.stdout);
+    assert!(count > 0, "{}", out.stdout);
+}
+
+#[test]
 fn feed_check_fills_gaps_rebuilds_books_and_records_a_healthy_stream() {
     let dir = tempfile::tempdir().unwrap();
     let venue = Venue::start(dir.path());

@@ -243,6 +243,13 @@ pub fn spawn(bin: &str, args: &[String], stdin: Option<&str>) -> Running {
 }
 
 impl Running {
+    /// Send a signal (e.g. `libc::SIGINT`, what Ctrl-C sends).
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        let rc = unsafe { libc::kill(self.child.id() as i32, signal) };
+        assert_eq!(rc, 0, "kill failed");
+    }
+
     /// Wait at most `limit`; a tool still running then is killed and the test fails.
     pub fn finish(mut self, limit: Duration) -> Output {
         let deadline = Instant::now() + limit;
