@@ -118,6 +118,13 @@ impl OuchClient {
         }
     }
 
+    /// Give up the client after login: the socket and the frame reader, which may already
+    /// hold bytes received after Login Accepted. For tools that drive many sessions from one
+    /// event loop (the load generator); `next_seq` and `session` stay readable before this.
+    pub fn into_parts(self) -> (TcpStream, FrameReader) {
+        (self.stream, self.reader)
+    }
+
     pub fn send_packet(&mut self, packet: &Packet<'_>) -> io::Result<()> {
         let mut buf = [0u8; 128];
         let n = packet.encode(&mut buf);

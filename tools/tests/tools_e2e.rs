@@ -1,0 +1,345 @@
+//! End to end: each tool against a real `bourse run` started by the test (see
+//! `common/mod.rs` for how the daemon binary is found). Every run is bounded in time.
+
+mod common;
+
+use bourse::client::OuchClient;
+use bourse::types::{Alpha, Firm, Price, Shares, Symbol};
+use bourse::wire::itch;
+use bourse::wire::ouch::{EnterOrder, Inbound};
+use common::{Venue, args, run, spawn};
+use std::time::Duration;
+
+const LOADGEN: &str = env!("CARGO_BIN_EXE_bourse-loadgen");
+const FEED: &str = env!("CARGO_BIN_EXE_bourse-feed");
+const CLIENT: &str = env!("CARGO_BIN_EXE_bourse-client");
+const LIMIT: Duration = Duration::from_secs(20);
+
+fn login(venue: &Venue, user: &str, password: &str) -> OuchClient {
+    OuchClient::login(venue.gateway, user, password, "", 0, Duration::from_secs(5)).unwrap()
+}
+
+/// A DAY limit order for AAPL; waits for its Accepted (and any executions).
+fn order(client: &mut OuchClient, token: &str, side: u8, shares: u32, dollars: u32) {
+    client
+        .send(&Inbound::Enter(EnterOrder {
+            token: Alpha::from_str_padded(token).unwrap(),
+            side,
+            shares: Shares(shares),
+            stock: Symbol::from_str_padded("AAPL").unwrap(),
+            price: Price(dollars * 10_000),
+            tif: 99_999,
+            firm: Firm::SPACES,
+            display: b'Y',
+            capacity: b'A',
+            intermarket_sweep: b'N',
+            min_qty: Shares(0),
+            cross_type: b'N',
+            customer_type: b' ',
+        }))
+        .unwrap();
+    let got = client.recv_messages(1, Duration::from_secs(5)).unwrap();
+    assert_eq!(got.len(), 1, "no answer to {token}");
+}
+
+/// The `enter -> Accepted` row of the summary: count and the six percentile columns (us).
+fn accepted_row(stdout: &str) -> (u64, Vec<f64>) {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("enter -> Accepted"))
+        .unwrap_or_else(|| panic!("no Accepted row in\n{stdout}"));
+    let fields: Vec<&str> = line["enter -> Accepted".len()..]
+        .split_whitespace()
+        .collect();
+    let count = fields[0].parse().unwrap();
+    let values = fields[1..].iter().map(|v| v.parse().unwrap()).collect();
+    (count, values)
+}
+
+#[test]
+fn loadgen_at_a_small_rate_reports_sane_percentiles_and_no_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path());
+    let hist = dir.path().join("latency.hgrm");
+    let plot = dir.path().join("latency.svg");
+    let out = run(
+        LOADGEN,
+        &args(&[
+            &"--config",
+            &venue.config.display(),
+            &"--gateway",
+            &venue.gateway,
+            &"--rate",
+            &400,
+            &"--duration",
+            &2,
+            &"--resting",
+            &300,
+            &"--quiet",
+            &"--hist",
+            &hist.display(),
+            &"--plot",
+            &plot.display(),
+        ]),
+        None,
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("unanswered enters: 0; errors: 0"),
+        "{}",
+        out.stdout
+    );
+    let (count, v) = accepted_row(&out.stdout);
+    // 800 ops, about half of them Enter Orders.
+    assert!(count > 200, "{count} Accepted\n{}", out.stdout);
+    assert!(v[0] > 0.0, "{}", out.stdout);
+    assert!(
+        v.windows(2).all(|w| w[0] <= w[1]),
+        "percentiles not monotonic: {v:?}"
+    );
+    assert!(v[5] < 2_000_000.0, "max latency {} us", v[5]);
+    let achieved = out
+        .stdout
+        .split("achieved ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse::<f64>().ok())
+        .unwrap();
+    assert!((300.0..=500.0).contains(&achieved), "achieved {achieved}");
+    let text = std::fs::read_to_string(&hist).unwrap();
+    assert!(text.contains("# series enter -> Accepted"));
+    assert!(
+        std::fs::read_to_string(&plot)
+            .unwrap()
+            .contains("<polyline")
+    );
+}
+
+#[test]
+fn loadgen_stops_on_ctrl_c_with_the_partial_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path());
+    let loadgen = spawn(
+        LOADGEN,
+        &args(&[
+            &"--config",
+            &venue.config.display(),
+            &"--gateway",
+            &venue.gateway,
+            &"--rate",
+            &200,
+            &"--duration",
+            &60,
+            &"--resting",
+            &100,
+            &"--quiet",
+        ]),
+        None,
+    );
+    std::thread::sleep(Duration::from_millis(1_500));
+    loadgen.signal(libc::SIGINT);
+    let out = loadgen.finish(Duration::from_secs(10));
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("INTERRUPTED: partial report."),
+        "{}",
+        out.stdout
+    );
+    let (count, _) = accepted_row(&out.stdout);
+    assert!(count > 0, "{}", out.stdout);
+}
+
+#[test]
+fn feed_check_fills_gaps_rebuilds_books_and_records_a_healthy_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path());
+    let mut alice = login(&venue, "ALICE", "alicepw");
+    let mut bob = login(&venue, "BOB", "bobpw");
+    // Published before the subscriber joins: it must re-request them.
+    order(&mut alice, "A1", b'B', 300, 150);
+    order(&mut bob, "B1", b'S', 100, 151);
+    let record = dir.path().join("day.itch");
+    let feed = spawn(
+        FEED,
+        &args(&[
+            &"--check",
+            &"--config",
+            &venue.config.display(),
+            &"--group",
+            &venue.feed,
+            &"--rerequest",
+            &venue.rerequest,
+            &"--record",
+            &record.display(),
+            &"--duration",
+            &15,
+        ]),
+        None,
+    );
+    std::thread::sleep(Duration::from_millis(1_000));
+    order(&mut bob, "B2", b'S', 100, 150); // executes against A1
+    order(&mut alice, "A2", b'B', 50, 149);
+    venue.end_of_day();
+    let out = feed.finish(LIMIT);
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("check ok: messages 1.."),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("End of Session"), "{}", out.stdout);
+    assert!(
+        !out.stdout.contains(" gaps 0 "),
+        "expected a filled gap: {}",
+        out.stdout
+    );
+    // The recording is the whole stream, readable as BinaryFILE.
+    let bytes = std::fs::read(&record).unwrap();
+    let messages: Vec<itch::Message> = itch::binary_file::Reader::new(&bytes)
+        .map(|m| itch::Message::decode(m.unwrap()).unwrap())
+        .collect();
+    let applied: u64 = out
+        .stdout
+        .split(" messages ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap();
+    assert_eq!(messages.len() as u64, applied);
+    assert!(matches!(
+        messages[0].body,
+        itch::Body::SystemEvent { event: b'O' }
+    ));
+    assert!(
+        messages
+            .iter()
+            .any(|m| matches!(m.body, itch::Body::OrderExecuted { .. }))
+    );
+}
+
+#[test]
+fn feed_check_fails_on_a_gap_that_cannot_be_filled() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path());
+    let mut alice = login(&venue, "ALICE", "alicepw");
+    order(&mut alice, "A1", b'B', 100, 150);
+    // Joined mid-session, no snapshot: messages 1.. are missing. Nothing answers re-requests
+    // at this address (a free UDP port), and in the second run re-requests are off.
+    let nobody = format!("127.0.0.1:{}", common::free_udp_port());
+    let runs = [
+        vec![
+            "--rerequest",
+            nobody.as_str(),
+            "--rerequest-timeout-ms",
+            "200",
+        ],
+        vec!["--no-rerequest"],
+    ];
+    for extra in runs {
+        let mut a = args(&[
+            &"--check",
+            &"--config",
+            &venue.config.display(),
+            &"--group",
+            &venue.feed,
+            &"--duration",
+            &10,
+        ]);
+        a.extend(extra.iter().map(|s| s.to_string()));
+        let out = run(FEED, &a, None, LIMIT);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{extra:?}\n{}\n{}",
+            out.stdout,
+            out.stderr
+        );
+        assert!(
+            out.stdout.contains("check FAILED: gap: messages 1.."),
+            "{extra:?}\n{}",
+            out.stdout
+        );
+    }
+}
+
+#[test]
+fn feed_starts_from_a_glimpse_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path());
+    let mut alice = login(&venue, "ALICE", "alicepw");
+    let mut bob = login(&venue, "BOB", "bobpw");
+    order(&mut alice, "A1", b'B', 300, 150);
+    order(&mut bob, "B1", b'S', 100, 152);
+    // No re-requests: everything before the snapshot must come from GLIMPSE.
+    let feed = spawn(
+        FEED,
+        &args(&[
+            &"--check",
+            &"--config",
+            &venue.config.display(),
+            &"--group",
+            &venue.feed,
+            &"--no-rerequest",
+            &"--glimpse",
+            &"--snapshot",
+            &venue.snapshot,
+            &"--duration",
+            &15,
+        ]),
+        None,
+    );
+    std::thread::sleep(Duration::from_millis(1_000));
+    // Executes against A1, an order the subscriber knows only from the snapshot.
+    order(&mut bob, "B2", b'S', 100, 150);
+    venue.end_of_day();
+    let out = feed.finish(LIMIT);
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("check ok"), "{}", out.stdout);
+    assert!(out.stdout.contains(" gaps 0 "), "{}", out.stdout);
+    assert!(!out.stdout.contains("snapshot 0 "), "{}", out.stdout);
+}
+
+#[test]
+fn client_script_enters_replaces_and_cancels() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path());
+    let script = "\
+        buy 100 AAPL 150.25 token=T1\n\
+        wait 1\n\
+        replace T1 T2 200 150.30\n\
+        wait 1\n\
+        cancel T2\n\
+        wait 1\n";
+    let out = run(
+        CLIENT,
+        &args(&[
+            &"--config",
+            &venue.config.display(),
+            &"--gateway",
+            &venue.gateway,
+            &"--user",
+            &"BOB",
+        ]),
+        Some(script),
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    let find = |needle: &str| {
+        lines
+            .iter()
+            .position(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} in\n{}", out.stdout))
+    };
+    let accepted = find("Accepted T1 B 100 AAPL @150.2500");
+    let replaced = find("Replaced T1 -> T2 200 AAPL @150.3000");
+    let canceled = find("Canceled T2 200 reason U");
+    assert!(accepted < replaced && replaced < canceled, "{}", out.stdout);
+    assert!(
+        out.stdout.contains("logged out after 3 replies"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("! "), "{}", out.stdout);
+}
