@@ -144,13 +144,12 @@ fn follow(
     };
     let mut reader =
         JournalReader::open(&config.journal_dir, common + 1).map_err(io::Error::other)?;
-    let last = crate::journal::verify(&config.journal_dir)
-        .map(|r| r.last_seq)
-        .unwrap_or(0);
+    // The primary's last seq is informational (heartbeats carry the live end); a full verify
+    // here would scan whole preallocated segments and stall the handshake.
     let welcome = Frame::Welcome {
         day_epoch_unix_ns: reader.day_epoch_unix_ns(),
         common_seq: common,
-        primary_last_seq: last,
+        primary_last_seq: common,
     };
     welcome.write(&mut output)?;
     output.flush()?;

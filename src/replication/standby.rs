@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(200);
 const RETRY_PAUSE: Duration = Duration::from_millis(20);
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 const LAG_REPORT_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The last records of the local journal as (seq, content checksum), newest last.
@@ -110,7 +111,9 @@ enum Handshake {
 
 fn handshake(stream: TcpStream, tail: &[(u64, u32)], takeover_ms: u64) -> io::Result<Handshake> {
     stream.set_nodelay(true)?;
-    stream.set_read_timeout(Some(Duration::from_millis(takeover_ms.max(100))))?;
+    // The primary may take a moment to find the common record; the live link then reads
+    // with the takeover timeout.
+    stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
     let mut output = BufWriter::new(stream.try_clone()?);
     let mut input = BufReader::with_capacity(256 << 10, stream);
     Frame::Hello {
@@ -124,14 +127,16 @@ fn handshake(stream: TcpStream, tail: &[(u64, u32)], takeover_ms: u64) -> io::Re
             day_epoch_unix_ns,
             common_seq,
             ..
-        } => Ok(Handshake::Welcome(
-            Link {
+        } => {
+            let live_timeout = Duration::from_millis(takeover_ms.max(100));
+            input.get_ref().set_read_timeout(Some(live_timeout))?;
+            let link = Link {
                 input,
                 output,
                 day_epoch_unix_ns,
-            },
-            common_seq,
-        )),
+            };
+            Ok(Handshake::Welcome(link, common_seq))
+        }
         Frame::Refused { reason } => Ok(Handshake::Refused(reason)),
         other => Err(io::Error::new(
             io::ErrorKind::InvalidData,
