@@ -95,15 +95,24 @@ pub fn verify(dir: &Path) -> Result<RecoveryReport, JournalError> {
 /// Scan every segment. `sync_files` fsyncs each segment as it goes (the writer does, so the
 /// recovered records are on disk before it reports them durable).
 pub(crate) fn scan_journal(dir: &Path, sync_files: bool) -> Result<JournalScan, JournalError> {
-    let segments = list_segments(dir)?;
+    let mut segments = list_segments(dir)?;
+    // A writer killed while its helper was creating the next segment leaves that file short
+    // and all zero: an interrupted preallocation, i.e. a spare, not a foreign file.
+    let mut spare_path = None;
+    if let Some((_, last)) = segments.last()
+        && is_interrupted_preallocation(last)?
+    {
+        tracing::warn!(path = %last.display(), "journal: an interrupted segment preallocation is treated as a spare");
+        spare_path = segments.pop().map(|(_, path)| path);
+    }
     // Headers first, so a foreign or mismatched file is named before any record problem.
     let segment_count = segments.len();
     for (position, (_, path)) in segments.iter().enumerate() {
         check_header_bytes(path, position + 1 == segment_count)?;
     }
     let mut report = RecoveryReport::default();
+    report.spare_segment = spare_path.is_some();
     let mut tail: Option<TailPosition> = None;
-    let mut spare_path = None;
     let mut missing_seals = Vec::new();
     for (position, (segment_index, path)) in segments.into_iter().enumerate() {
         let is_last_file = position + 1 == segment_count;
@@ -259,6 +268,19 @@ fn check_header(
 
 /// Whether the file after this one exists only as a blank spare (so this segment is the last
 /// with data). Reads its first 64 bytes.
+/// Shorter than a header and every byte zero (possibly empty): a segment file whose creation
+/// never finished.
+fn is_interrupted_preallocation(path: &Path) -> Result<bool, JournalError> {
+    let bytes = std::fs::metadata(path)
+        .map_err(|e| JournalError::io(path, "stat", e))?
+        .len();
+    if bytes >= HEADER_BYTES + SEAL_BYTES {
+        return Ok(false);
+    }
+    let content = std::fs::read(path).map_err(|e| JournalError::io(path, "read segment", e))?;
+    Ok(content.iter().all(|&b| b == 0))
+}
+
 fn next_is_blank(dir: &Path, segment_index: u64) -> Result<bool, JournalError> {
     use std::os::unix::fs::FileExt;
     let path = segment_path(dir, segment_index);

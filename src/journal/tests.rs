@@ -597,6 +597,35 @@ fn blank_spare_is_ignored_and_removed() {
     assert!(matches!(verify(&dir), Err(JournalError::Corrupt { .. })));
 }
 
+/// A writer killed while its helper was creating the next segment: the file is there but
+/// empty or shorter than a header. Found by the kill -9 test under load.
+#[test]
+fn interrupted_preallocation_is_a_spare_not_a_foreign_file() {
+    for short_bytes in [0usize, 17, 63] {
+        let temp = TempDir::new("interrupted");
+        let dir = temp.journal();
+        let report = write_journal(&dir, 100);
+        let next = segment_path(&dir, report.segments as u64 + 1);
+        std::fs::write(&next, vec![0u8; short_bytes]).expect("short file");
+        assert!(
+            verify(&dir).expect("verify").spare_segment,
+            "{short_bytes} bytes"
+        );
+        let (mut writer, recovered) = open(&dir);
+        assert_eq!(recovered.last_seq, 100);
+        append_range(&mut writer, 101, 200);
+        drop(writer);
+        assert_eq!(check_all(&dir, 1), 200);
+        // Non-zero bytes in a short last file are still foreign.
+        let stray = segment_path(&dir, 99);
+        std::fs::write(&stray, b"not a segment").expect("stray");
+        assert!(matches!(
+            verify(&dir),
+            Err(JournalError::ForeignFile { .. }) | Err(JournalError::Gap { .. })
+        ));
+    }
+}
+
 #[test]
 fn sealed_last_segment_continues_in_a_new_one() {
     let temp = TempDir::new("sealed");
