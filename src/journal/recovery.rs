@@ -110,8 +110,10 @@ pub(crate) fn scan_journal(dir: &Path, sync_files: bool) -> Result<JournalScan, 
     for (position, (_, path)) in segments.iter().enumerate() {
         check_header_bytes(path, position + 1 == segment_count)?;
     }
-    let mut report = RecoveryReport::default();
-    report.spare_segment = spare_path.is_some();
+    let mut report = RecoveryReport {
+        spare_segment: spare_path.is_some(),
+        ..RecoveryReport::default()
+    };
     let mut tail: Option<TailPosition> = None;
     let mut missing_seals = Vec::new();
     for (position, (segment_index, path)) in segments.into_iter().enumerate() {
