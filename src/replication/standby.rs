@@ -240,9 +240,12 @@ fn follow<F: FeedOut>(
             }
             other => return Err(format!("unexpected replication frame {other:?}")),
         }
-        // Ack once the buffered frames are applied: one msync and one ack per batch.
+        // Once the buffered frames are applied: ack, then msync (one of each per batch). The
+        // ack means "in this standby's journal" (its mapping: the kernel owns the pages, so it
+        // survives this process and the primary's machine); the msync that follows makes it
+        // survive this machine too, off the primary's critical path.
         if link.input.buffer().is_empty() {
-            let seq = engine.flush_journal()?;
+            let seq = engine.last_seq();
             let ack = Frame::Ack { seq }
                 .write(&mut link.output)
                 .and_then(|_| link.output.flush());
@@ -250,6 +253,7 @@ fn follow<F: FeedOut>(
                 tracing::warn!("standby: cannot ack: {e}");
                 return Ok(LinkEnd::Silent);
             }
+            engine.flush_journal()?;
             lag.report_if_due();
         }
     }
