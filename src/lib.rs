@@ -13,6 +13,7 @@ pub mod engine;
 pub mod exchange;
 pub mod gateway;
 pub mod journal;
+pub mod limits;
 pub mod marketdata;
 pub mod replay;
 pub mod replication;

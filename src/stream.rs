@@ -35,7 +35,10 @@ unsafe impl Send for Shared {}
 /// The single writer of a stream.
 pub struct StreamWriter {
     shared: Arc<Shared>,
+    /// Messages appended (held ones included).
     count: u64,
+    /// Messages readers may see.
+    published: u64,
     end_bytes: u64,
 }
 
@@ -78,6 +81,7 @@ pub fn stream(
         StreamWriter {
             shared: shared.clone(),
             count: 0,
+            published: 0,
             end_bytes: 0,
         },
         StreamReader { shared },
@@ -85,8 +89,18 @@ pub fn stream(
 }
 
 impl StreamWriter {
-    /// Append one message; returns its sequence number (1-based, gapless).
+    /// Append one message and publish it (with everything held before it); returns its
+    /// sequence number (1-based, gapless).
     pub fn append(&mut self, message: &[u8]) -> Result<u64, StreamFull> {
+        let seq = self.append_held(message)?;
+        self.publish_through(seq);
+        Ok(seq)
+    }
+
+    /// Append one message without publishing it: readers see it once
+    /// [`Self::publish_through`] covers it (the output stage holds replies until their
+    /// inputs are durable). Returns its sequence number.
+    pub fn append_held(&mut self, message: &[u8]) -> Result<u64, StreamFull> {
         let start = self.end_bytes;
         let end = start + message.len() as u64;
         if end > self.shared.capacity_bytes || self.count >= self.shared.capacity_messages {
@@ -103,11 +117,25 @@ impl StreamWriter {
         }
         self.count += 1;
         self.end_bytes = end;
-        self.shared.published.store(self.count, Ordering::Release);
         Ok(self.count)
     }
 
-    /// Messages appended so far (the last sequence number).
+    /// Let readers see every message through `seq` (at most what was appended; never less
+    /// than what is already published).
+    pub fn publish_through(&mut self, seq: u64) {
+        assert!(seq <= self.count, "publishing past the appended end");
+        if seq > self.published {
+            self.published = seq;
+            self.shared.published.store(seq, Ordering::Release);
+        }
+    }
+
+    /// Messages published so far.
+    pub fn published(&self) -> u64 {
+        self.published
+    }
+
+    /// Messages appended so far (the last sequence number, held ones included).
     pub fn len(&self) -> u64 {
         self.count
     }
@@ -203,6 +231,20 @@ mod tests {
         assert_eq!(r.bytes_from(1), 7);
         assert_eq!(r.bytes_from(3), 4);
         assert_eq!(r.bytes_from(4), 0);
+    }
+
+    #[test]
+    fn held_messages_are_invisible_until_published() {
+        let (mut w, r) = stream(1024, 16).unwrap();
+        assert_eq!(w.append_held(b"a"), Ok(1));
+        assert_eq!(w.append_held(b"bc"), Ok(2));
+        assert_eq!((r.len(), r.get(1)), (0, None));
+        w.publish_through(1);
+        assert_eq!((r.len(), r.get(1), r.get(2)), (1, Some(&b"a"[..]), None));
+        w.publish_through(1);
+        assert_eq!(w.append(b"d"), Ok(3), "append publishes what was held");
+        assert_eq!((r.len(), r.get(2)), (3, Some(&b"bc"[..])));
+        assert_eq!(w.published(), 3);
     }
 
     #[test]

@@ -254,10 +254,39 @@ fn admin_halt_resume_and_end_of_day() {
         panic!()
     };
     assert_eq!(c.reason, b'E');
-    assert!(matches!(
-        alice.recv(TIMEOUT).unwrap(),
-        Some(Received::EndOfSession)
-    ));
+    // DESIGN.md 4: after end of day the session stays open and orders get `C`; a new login
+    // is accepted; admin commands that change the market are refused.
+    alice
+        .send(&enter("R3", b'B', 100, "AAPL", 100_000))
+        .unwrap();
+    let m = alice.recv_messages(1, TIMEOUT).unwrap();
+    let Outbound::Rejected(j) = m[0].1 else {
+        panic!("{m:?}")
+    };
+    assert_eq!(j.reason, b'C');
+    let mut bob = login(&venue, "BOB", "bobpw", 1);
+    assert_eq!(kinds(&bob.recv_messages(2, TIMEOUT).unwrap()), "SS");
+    assert!(ask(Request::Halt("AAPL".into())).starts_with("error"));
+    // SoupBinTCP End of Session only when the daemon stops (`bourse admin shutdown`).
+    let until_quiet_or_end = |session: &mut OuchClient, wait: Duration| loop {
+        match session.recv(wait).unwrap() {
+            Some(Received::Heartbeat) => continue,
+            other => return other,
+        }
+    };
+    assert!(
+        until_quiet_or_end(&mut alice, Duration::from_millis(300)).is_none(),
+        "no End of Session at end of day"
+    );
+    assert_eq!(ask(Request::Shutdown), "ok shutdown");
+    for session in [&mut alice, &mut bob] {
+        assert!(matches!(
+            until_quiet_or_end(session, TIMEOUT),
+            Some(Received::EndOfSession)
+        ));
+    }
+    let status = venue.wait_exit(TIMEOUT);
+    assert!(status.success(), "shutdown exits 0: {status:?}");
 }
 
 #[test]

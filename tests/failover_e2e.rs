@@ -220,12 +220,18 @@ fn kill_primary_under_load(run_for: Duration) {
         admin::send(new_primary.admin, &Request::EndOfDay, TIMEOUT).unwrap(),
         "ok end-of-day"
     );
+    // Sessions stay open after end of day (DESIGN.md 4): read up to its System Event `E`.
     for (b, c) in brokers.iter_mut().zip(clients.iter_mut()) {
         loop {
             match c.recv(TIMEOUT).unwrap() {
-                Some(Received::Sequenced(seq, m)) => b.absorb(vec![(seq, m)]),
+                Some(Received::Sequenced(seq, m)) => {
+                    let end = matches!(m, Outbound::SystemEvent(e) if e.event == b'E');
+                    b.absorb(vec![(seq, m)]);
+                    if end {
+                        break;
+                    }
+                }
                 Some(Received::Heartbeat) => {}
-                Some(Received::EndOfSession) | Some(Received::Closed) | None => break,
                 other => panic!("{other:?}"),
             }
         }

@@ -6,9 +6,8 @@
 //!
 //! `PROPTEST_CASES` sets the number of random days (default 128).
 
-use bourse::engine::Pipeline;
 use bourse::exchange::{
-    AccountDef, Admin, Command, Exchange, Input, Limits, Output, Recorder, SymbolDef, Venue,
+    AccountDef, Admin, Command, Exchange, Input, Limits, Output, Recorder, Split, SymbolDef, Venue,
 };
 use bourse::replay::DigestSink;
 use bourse::types::{AccountId, Firm, Locate, Price, Shares, Symbol, Timestamp, Token};
@@ -485,8 +484,8 @@ fn reference(venue: &Venue, inputs: &[Input]) -> Run {
 
 fn split(venue: &Venue, inputs: &[Input], shards: usize, seed: Option<u64>) -> Run {
     let mut p = match seed {
-        None => Pipeline::new(venue, shards).unwrap(),
-        Some(seed) => Pipeline::shuffled(venue, shards, seed).unwrap(),
+        None => Split::new(venue, shards).unwrap(),
+        Some(seed) => Split::shuffled(venue, shards, seed).unwrap(),
     };
     let mut rec = Recorder::default();
     for i in inputs {
@@ -633,7 +632,7 @@ fn reused_pending_tokens_wait_for_the_verdict() {
         }
     }
     // Lazy schedule: the front cannot know r1, r3, r4, r6 without waiting.
-    let mut p = Pipeline::shuffled(&venue, 2, 3).unwrap();
+    let mut p = Split::shuffled(&venue, 2, 3).unwrap();
     let mut rec = Recorder::default();
     for i in &b.inputs {
         p.apply(i, &mut rec);
@@ -676,8 +675,8 @@ fn replay_logs_through_the_split_pipeline() {
         for shards in 1..=3 {
             for seed in [None, Some(shards as u64 * 1_000_003)] {
                 let mut p = match seed {
-                    None => Pipeline::new(&venue, shards).unwrap(),
-                    Some(s) => Pipeline::shuffled(&venue, shards, s).unwrap(),
+                    None => Split::new(&venue, shards).unwrap(),
+                    Some(s) => Split::shuffled(&venue, shards, s).unwrap(),
                 };
                 let mut sink = DigestSink::new(venue.accounts.len(), None);
                 for i in &inputs {
@@ -732,7 +731,7 @@ fn random_days_cover_the_hard_cases() {
     for _ in 0..150 {
         let (limits, steps, eod) = day().new_tree(&mut runner).unwrap().current();
         let (venue, inputs) = build(limits, &steps, eod);
-        let mut p = Pipeline::shuffled(&venue, 3, 99).unwrap();
+        let mut p = Split::shuffled(&venue, 3, 99).unwrap();
         let mut rec = Recorder::default();
         for i in &inputs {
             p.apply(i, &mut rec);
@@ -766,7 +765,7 @@ fn random_days_cover_the_hard_cases() {
 mod threaded {
     use super::*;
     use bourse::config::WaitStrategy;
-    use bourse::engine::threaded::{Output as PipelineOutput, Sharded, ShardedConfig};
+    use bourse::engine::threaded::{OutputStage, Sharded, ShardedConfig};
 
     #[derive(Default)]
     struct Collect(Vec<Output>);
@@ -780,7 +779,7 @@ mod threaded {
         }
     }
 
-    impl PipelineOutput for Collect {}
+    impl OutputStage for Collect {}
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: cases() / 4 + 1, ..ProptestConfig::default() })]

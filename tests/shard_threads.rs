@@ -3,7 +3,7 @@
 //! wait strategy (park everywhere it can take long: tests must not busy-spin).
 
 use bourse::config::WaitStrategy;
-use bourse::engine::threaded::{Output as PipelineOutput, Sharded, ShardedConfig};
+use bourse::engine::threaded::{OutputStage, Sharded, ShardedConfig};
 use bourse::exchange::{Command, Exchange, Input, Output, Recorder, Sink};
 use bourse::journal::JournalReader;
 use bourse::sequencer::record;
@@ -24,9 +24,6 @@ impl Sink for Collect {
     fn itch(&mut self, message: &itch::Message) {
         self.outputs.push(Output::Itch(*message));
     }
-}
-
-impl PipelineOutput for Collect {
     fn snapshot(&mut self, id: u64, message: Option<&itch::Message>) {
         match message {
             Some(m) => match self.snapshots.last_mut() {
@@ -37,6 +34,8 @@ impl PipelineOutput for Collect {
         }
     }
 }
+
+impl OutputStage for Collect {}
 
 fn journal(name: &str) -> (bourse::exchange::Venue, Vec<Input>) {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -135,7 +134,7 @@ impl Sink for Count {
     }
 }
 
-impl PipelineOutput for Count {}
+impl OutputStage for Count {}
 
 /// Throughput figures for BENCHMARKS.md (run in release:
 /// `cargo test --release -p bourse --test shard_threads -- --ignored --nocapture`).
@@ -202,7 +201,7 @@ fn throughput_figures() {
     );
     for shards in [1, 3] {
         let t = std::time::Instant::now();
-        let mut p = bourse::engine::Pipeline::new(&venue, shards).unwrap();
+        let mut p = bourse::exchange::Split::new(&venue, shards).unwrap();
         let mut c2 = Count::default();
         for i in &inputs {
             p.apply(i, &mut c2);

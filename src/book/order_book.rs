@@ -302,6 +302,12 @@ impl<T: Copy + Default> OrderBook<T> {
         }
     }
 
+    /// The order in `handle`'s slot, or None if the slot is free (the handle went stale).
+    pub fn get_live(&self, handle: OrderHandle) -> Option<OrderView<'_, T>> {
+        let slot = self.pool.slots.get(handle.0 as usize)?;
+        slot.live.then(|| self.get(handle))
+    }
+
     pub fn payload_mut(&mut self, handle: OrderHandle) -> &mut T {
         let slot = self.pool.get_mut(handle.0);
         assert!(slot.live, "stale order handle {}", handle.0);

@@ -21,6 +21,8 @@ pub enum Request {
     Resume(String),
     EndOfDay,
     Status,
+    /// Stop the daemon as SIGTERM does (End of Session to every session).
+    Shutdown,
 }
 
 impl Request {
@@ -31,8 +33,9 @@ impl Request {
             ["resume", symbol] => Ok(Request::Resume(symbol.to_string())),
             ["end-of-day"] => Ok(Request::EndOfDay),
             ["status"] => Ok(Request::Status),
+            ["shutdown"] => Ok(Request::Shutdown),
             _ => Err(format!(
-                "unknown command {line:?} (halt SYMBOL | resume SYMBOL | end-of-day | status)"
+                "unknown command {line:?} (halt SYMBOL | resume SYMBOL | end-of-day | status | shutdown)"
             )),
         }
     }
@@ -43,6 +46,7 @@ impl Request {
             Request::Resume(s) => format!("resume {s}"),
             Request::EndOfDay => "end-of-day".into(),
             Request::Status => "status".into(),
+            Request::Shutdown => "shutdown".into(),
         }
     }
 }

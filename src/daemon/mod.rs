@@ -1,14 +1,13 @@
-//! `bourse run`: the compact layout — gateway I/O, sequencing (journal), matching and
-//! publishing on one thread, journal first, with group commit at the end of each batch of
-//! ready inputs. The re-request and snapshot servers run on their own threads.
-//!
-//! With `[engine] layout = "sharded"` this loop keeps gateway I/O, the journal and the
-//! pipeline's front; matching runs on `engine.shards` shard threads and the output thread
-//! merges, appends to the streams once the journal made the inputs durable, publishes the feed
-//! and wakes this loop to send the replies (`crate::engine::threaded`).
+//! `bourse run`: one thread does gateway I/O and sequencing (the journal), journal first, with
+//! a group commit at the end of each batch of ready inputs; the state machine runs behind it —
+//! inline on this thread in the compact layout, on shard and output threads in the sharded one
+//! (`crate::engine`). Either way each batch's outputs are released once it is durable
+//! ([`output`]), and this loop then sends the replies. The re-request and snapshot servers run
+//! on their own threads.
 
 pub mod admin;
-pub mod engine;
+pub mod node;
+pub mod output;
 
 use crate::config::{Config, WaitStrategy};
 use crate::exchange::{Admin, Outcome};
@@ -20,8 +19,9 @@ use crate::sequencer::SystemClock;
 use crate::types::Locate;
 use crate::wire::ascii::SessionId;
 use admin::{AdminServer, Request};
-use engine::{Engine, FeedOut};
 use mio::{Events, Poll, Token};
+use node::Node;
+use output::FeedOut;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,8 +34,8 @@ const WAKER_TOKEN: Token = Token(1 << 21);
 const TIMER_INTERVAL_NS: u64 = 10_000_000;
 /// Longest sleep in `park` mode: bounds how late a stop request or a timer is noticed.
 const PARK_TIMEOUT: Duration = Duration::from_millis(5);
-/// How often a batch waiting for the standby's confirmation looks again.
-const AWAIT_CONFIRMATION_POLL: Duration = Duration::from_micros(50);
+/// How often a batch waiting for its release (a standby's confirmation) looks again.
+const AWAIT_RELEASE_POLL: Duration = Duration::from_micros(50);
 
 /// Where the running daemon listens (ports resolved when the config says 0).
 #[derive(Clone, Debug)]
@@ -60,7 +60,7 @@ impl std::fmt::Display for Listening {
 
 pub struct Daemon<F: FeedOut> {
     poll: Poll,
-    engine: Engine<SystemClock, F>,
+    node: Node<SystemClock, F>,
     gateway: Gateway,
     admin: AdminServer,
     /// Answers GLIMPSE snapshot requests between inputs.
@@ -82,31 +82,30 @@ impl<F: FeedOut> Daemon<F> {
         stop: Arc<AtomicBool>,
     ) -> Result<Self, String> {
         let bar = progress_bar();
-        let engine = Engine::recover(&config, SystemClock, make_feed, |done, total| {
+        let node = Node::recover(&config, SystemClock, make_feed, |done, total| {
             bar.set_length(total);
             bar.set_position(done);
         })?;
         bar.finish_and_clear();
-        let r = &engine.recovery;
+        let r = &node.recovery;
         tracing::info!(
             records = r.records,
             last_seq = r.last_seq,
             segments = r.segments,
             "journal recovered"
         );
-        Self::serve(config, engine, stop)
+        Self::serve(config, node, stop)
     }
 
     /// Bind every listener around a ready engine (after recovery, or when a standby takes
     /// over) and start the re-request, GLIMPSE and replication servers.
     pub fn serve(
         config: Config,
-        engine: Engine<SystemClock, F>,
+        node: Node<SystemClock, F>,
         stop: Arc<AtomicBool>,
     ) -> Result<Self, String> {
         let poll = Poll::new().map_err(|e| format!("cannot create the event poller: {e}"))?;
-        let session =
-            SessionId::new(&engine.header.gateway_session).ok_or("bad gateway session")?;
+        let session = SessionId::new(&node.header.gateway_session).ok_or("bad gateway session")?;
         let gateway = Gateway::bind(
             &config.gateway,
             &config.accounts,
@@ -129,15 +128,16 @@ impl<F: FeedOut> Daemon<F> {
         let wake: crate::marketdata::glimpse::Waker = Arc::new(move || {
             let _ = waker.wake();
         });
-        // Sharded layout: the output thread wakes the loop when it has released replies.
-        engine.set_output_waker(wake.clone());
+        // The output stage wakes the loop when it has released replies (sharded: from the
+        // output thread).
+        node.set_output_waker(wake.clone());
         let (requester, desk) =
             snapshot_channel(GlimpseConfig::DEFAULT_MAX_CONNECTIONS, Some(wake));
         let glimpse = GlimpseConfig::from_config(&config.feed, &config.accounts)?;
         let glimpse = GlimpseServer::spawn(glimpse, requester)
             .map_err(|e| format!("cannot serve GLIMPSE on {}: {e}", config.feed.snapshot))?;
         let rerequest = RerequestConfig::from_feed(&config.feed)?;
-        let rerequest = RerequestServer::bind(&rerequest, engine.itch_stream().clone())
+        let rerequest = RerequestServer::bind(&rerequest, node.itch_stream().clone())
             .and_then(RerequestServer::spawn)
             .map_err(|e| format!("cannot serve re-requests on {}: {e}", config.feed.rerequest))?;
         let replication = crate::replication::primary::spawn(
@@ -150,7 +150,7 @@ impl<F: FeedOut> Daemon<F> {
                     .takeover_ms
                     .max(config.replication.heartbeat_ms * 3),
             },
-            engine.confirmed_seq_handle(),
+            node.confirmed_seq_handle(),
         )
         .map_err(|e| {
             format!(
@@ -160,7 +160,7 @@ impl<F: FeedOut> Daemon<F> {
         })?;
         Ok(Daemon {
             poll,
-            engine,
+            node,
             gateway,
             admin,
             desk,
@@ -183,21 +183,22 @@ impl<F: FeedOut> Daemon<F> {
         }
     }
 
-    pub fn engine(&self) -> &Engine<SystemClock, F> {
-        &self.engine
+    pub fn node(&self) -> &Node<SystemClock, F> {
+        &self.node
     }
 
-    pub fn engine_mut(&mut self) -> &mut Engine<SystemClock, F> {
-        &mut self.engine
+    pub fn node_mut(&mut self) -> &mut Node<SystemClock, F> {
+        &mut self.node
     }
 
     fn now_ns(&self) -> u64 {
         self.started.elapsed().as_nanos() as u64
     }
 
-    /// Run until stopped (signal or fatal error). Returns the fatal error, if any.
+    /// Run until stopped (signal, `bourse admin shutdown` or fatal error). Returns the fatal
+    /// error, if any.
     pub fn run(&mut self) -> Result<(), String> {
-        let streams = self.engine.ouch_streams().to_vec();
+        let streams = self.node.ouch_streams().to_vec();
         let mut events = Events::with_capacity(1024);
         let mut last_timer_ns = 0u64;
         while !self.stop.load(Ordering::Relaxed) {
@@ -208,12 +209,11 @@ impl<F: FeedOut> Daemon<F> {
                 return Err(format!("event poll failed: {e}"));
             }
             let now = self.now_ns();
-            self.engine.set_now(now);
-            // While a batch waits for the standby (replicated mode) no new input is read:
-            // the gateway's events are deferred, which pushes back on the clients.
-            let paused = self.engine.awaiting_confirmation();
+            // While the node takes no input (rings nearly full, or batches waiting for their
+            // release) the gateway's reads are deferred: back-pressure on the clients.
+            let accepting = self.node.ready_for_input();
             for event in events.iter() {
-                if paused
+                if !accepting
                     && self.gateway.owns(event.token())
                     && !self.gateway.is_listener(event.token())
                 {
@@ -223,27 +223,25 @@ impl<F: FeedOut> Daemon<F> {
                 }
             }
             let registry = self.poll.registry();
-            let released = if paused {
-                self.engine.try_release(now)
-            } else {
+            if self.node.ready_for_input() {
                 self.gateway
-                    .on_idle(registry, now, &streams, &mut self.engine);
-                self.engine.tick_if_due();
-                self.engine.end_batch(now)
-            };
-            if released {
-                self.gateway.pump(&streams, registry, now);
+                    .on_idle(registry, now, &streams, &mut self.node);
+                self.node.tick_if_due();
             }
+            let all_released = self.node.end_batch();
+            // Only released messages are visible in the streams, so a reply never leaves
+            // before its input is durable.
+            self.gateway.pump(&streams, self.poll.registry(), now);
             if now.saturating_sub(last_timer_ns) >= TIMER_INTERVAL_NS {
                 last_timer_ns = now;
-                self.gateway.on_timer(registry, now);
-                self.engine.poll_feed_timers(now);
+                self.gateway.on_timer(self.poll.registry(), now);
             }
-            self.after_day_end(now);
-            if !self.engine.awaiting_confirmation() {
+            self.node.idle();
+            self.after_day_end();
+            if all_released {
                 self.answer_snapshots();
             }
-            if let Some(fatal) = self.engine.fatal.clone() {
+            if let Some(fatal) = self.node.fatal.clone() {
                 self.shutdown();
                 return Err(fatal);
             }
@@ -254,14 +252,14 @@ impl<F: FeedOut> Daemon<F> {
 
     /// GLIMPSE: between two inputs, the book and the next ITCH number agree.
     fn answer_snapshots(&mut self) {
-        self.engine.answer_snapshots(&self.desk);
+        self.node.answer_snapshots(&self.desk);
     }
 
     fn poll_timeout(&self) -> Duration {
-        if self.engine.awaiting_confirmation() {
-            return AWAIT_CONFIRMATION_POLL;
+        if self.node.awaiting_release() {
+            return AWAIT_RELEASE_POLL;
         }
-        if self.gateway.has_pending_reads() {
+        if self.gateway.has_pending_reads() && self.node.ready_for_input() {
             return Duration::ZERO;
         }
         match self.config.engine.wait {
@@ -278,7 +276,7 @@ impl<F: FeedOut> Daemon<F> {
         let registry = self.poll.registry();
         if self.gateway.owns(token) {
             self.gateway
-                .on_event(token, registry, now, streams, &mut self.engine);
+                .on_event(token, registry, now, streams, &mut self.node);
         } else if self.admin.owns(token)
             && let Some((index, request)) = self.admin.on_event(token, registry)
         {
@@ -291,9 +289,13 @@ impl<F: FeedOut> Daemon<F> {
     }
 
     fn execute(&mut self, request: &Request) -> String {
-        let locate = |symbol: &str| self.engine.header.venue.locate_of(symbol);
+        let locate = |symbol: &str| self.node.header.venue.locate_of(symbol);
         let admin = match request {
             Request::Status => return self.status(),
+            Request::Shutdown => {
+                self.stop.store(true, Ordering::Relaxed);
+                return "ok shutdown".into();
+            }
             Request::EndOfDay => Admin::EndOfDay,
             Request::Halt(s) | Request::Resume(s) => {
                 let Some(Locate(l)) = locate(s) else {
@@ -306,7 +308,7 @@ impl<F: FeedOut> Daemon<F> {
                 }
             }
         };
-        match self.engine.admin(admin) {
+        match self.node.admin(admin) {
             Some(Outcome::Applied) => format!("ok {}", request.line()),
             Some(Outcome::AdminRefused(why)) => format!("error {why}"),
             Some(Outcome::Ignored(why)) => format!("error {why}"),
@@ -317,30 +319,31 @@ impl<F: FeedOut> Daemon<F> {
     fn status(&self) -> String {
         format!(
             "ok {} itch={} sessions={}",
-            self.engine.status(),
-            self.engine.itch_stream().len(),
+            self.node.status(),
+            self.node.itch_stream().len(),
             self.gateway.connected_sessions()
         )
     }
 
-    fn after_day_end(&mut self, now: u64) {
-        if self.engine.day_ended() && !self.day_end_handled {
+    /// After end of day sessions stay open (their orders get `C` rejects) and the feed has
+    /// sent its End of Session; SoupBinTCP End of Session waits for shutdown (DESIGN.md 4).
+    fn after_day_end(&mut self) {
+        if self.node.day_ended() && !self.day_end_handled {
             self.day_end_handled = true;
-            self.gateway.end_of_day();
-            self.engine.feed_end_of_session(now);
-            tracing::info!("end of day: sessions end once they have every message");
+            tracing::info!("end of day: the market is closed; sessions stay open until shutdown");
         }
     }
 
     fn shutdown(&mut self) {
         let now = self.now_ns();
-        self.engine.end_batch(now);
-        // Sharded layout: let the output stage release what is sequenced before the last pump.
-        self.engine.drain_outputs(Duration::from_secs(1));
-        let streams = self.engine.ouch_streams().to_vec();
+        self.node.end_batch();
+        // Let the output stage release what is sequenced (sharded: on its thread) before the
+        // last pump.
+        self.node.drain_outputs(Duration::from_secs(1));
+        let streams = self.node.ouch_streams().to_vec();
         self.gateway.pump(&streams, self.poll.registry(), now);
         self.gateway.shutdown(self.poll.registry(), now);
-        tracing::info!(last_seq = self.engine.last_seq(), "bourse stopped");
+        tracing::info!(last_seq = self.node.last_seq(), "bourse stopped");
     }
 }
 

@@ -1,25 +1,121 @@
-//! The sharded layout's core (DESIGN.md section 1): the exchange state machine split into a
-//! *front* on the sequencer's side, *shards* that own the books of their symbols, and a
-//! *merge* that puts the results back in journal-sequence order, assigns the day's order
-//! reference and match numbers and formats the OUCH and ITCH messages. Whatever the shard
-//! count and timing, the outputs are byte for byte those of `exchange::Exchange::apply`.
+//! The state machine's runtimes. `crate::exchange` holds the rules, written once as three
+//! stages (front, shard, merge); this module runs them for the daemon:
 //!
-//! Who owns what:
-//! - [`front::Front`]: market phase, halted flags, every account's used tokens and the symbol
-//!   each routes to, all validation that needs no book, the rejects it decides.
-//! - [`shard::Shard`]: the books of symbols `s` with `s % shards == index`, live orders by
-//!   (account, token), every outcome that needs a book. Orders are named by pool slot.
-//! - [`merge::Merge`]: order reference and match numbers, the slot → reference table per
-//!   symbol, message formatting, the output order across shards.
+//! - [`Pipeline::Inline`]: the compact layout — the stages composed inline on the
+//!   sequencer's thread (`exchange::Exchange`), the output stage called directly.
+//! - [`Pipeline::Threads`]: the sharded layout — the front on the sequencer's thread, one
+//!   thread per shard and an output thread, connected by rings ([`threaded`]).
 //!
-//! [`pipeline::Pipeline`] runs the three parts in one thread (tests, benchmarks);
-//! [`threaded`] runs them on threads connected by rings.
+//! Both take the same inputs and markers and drive the same output stage; only where the
+//! stages run differs.
 
-pub mod front;
-pub mod merge;
-pub mod msg;
-pub mod pipeline;
-pub mod shard;
 pub mod threaded;
 
-pub use pipeline::Pipeline;
+use crate::exchange::{Exchange, Input, Marker, Outcome};
+use crate::types::Timestamp;
+use std::sync::atomic::Ordering;
+use threaded::{OutputStage, Sharded};
+
+/// Where the stages run.
+pub enum Pipeline<O: OutputStage> {
+    Inline { exchange: Box<Exchange>, out: O },
+    Threads(Box<Sharded<O>>),
+}
+
+/// Numbers for status lines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PipelineStatus {
+    pub last_seq: u64,
+    pub merged_seq: u64,
+    pub resting: u64,
+    pub order_refs: u64,
+    pub matches: u64,
+}
+
+impl<O: OutputStage> Pipeline<O> {
+    /// Sequence one input; its outputs reach the output stage now (inline) or soon (threads).
+    #[inline]
+    pub fn apply(&mut self, input: &Input) -> Outcome {
+        match self {
+            Pipeline::Inline { exchange, out } => exchange.apply(input, out),
+            Pipeline::Threads(t) => t.apply(input),
+        }
+    }
+
+    /// A point between inputs for the output stage, in order.
+    pub fn marker(&mut self, marker: Marker) {
+        match self {
+            Pipeline::Inline { exchange, out } => exchange.marker(marker, out),
+            Pipeline::Threads(t) => t.marker(marker),
+        }
+    }
+
+    /// A GLIMPSE snapshot at this point between inputs, answered through the output stage.
+    pub fn snapshot(&mut self, ts: Timestamp, id: u64) {
+        match self {
+            Pipeline::Inline { exchange, out } => exchange.snapshot_into(ts, id, out),
+            Pipeline::Threads(t) => t.snapshot(ts, id),
+        }
+    }
+
+    /// Room for one more input (the threads' rings); the inline pipeline always has room.
+    pub fn room_for_input(&self) -> bool {
+        match self {
+            Pipeline::Inline { .. } => true,
+            Pipeline::Threads(t) => t.room_for_input(),
+        }
+    }
+
+    /// The output stage's timers when it runs on this thread (threads run their own).
+    pub fn idle(&mut self) {
+        match self {
+            Pipeline::Inline { out, .. } => out.idle(),
+            Pipeline::Threads(t) => t.wake_output(),
+        }
+    }
+
+    pub fn expiring_orders(&self) -> u64 {
+        match self {
+            Pipeline::Inline { exchange, .. } => exchange.expiring_orders(),
+            Pipeline::Threads(t) => t.expiring_orders(),
+        }
+    }
+
+    pub fn status(&self) -> PipelineStatus {
+        match self {
+            Pipeline::Inline { exchange: e, .. } => PipelineStatus {
+                last_seq: e.last_seq(),
+                merged_seq: e.last_seq(),
+                resting: e.resting_orders(),
+                order_refs: e.order_refs_used(),
+                matches: e.matches_used(),
+            },
+            Pipeline::Threads(t) => {
+                let stats = t.stats();
+                PipelineStatus {
+                    last_seq: t.last_seq(),
+                    merged_seq: stats.merged_seq.load(Ordering::Acquire),
+                    resting: t.resting_orders(),
+                    order_refs: stats.order_refs.load(Ordering::Relaxed),
+                    matches: stats.matches.load(Ordering::Relaxed),
+                }
+            }
+        }
+    }
+
+    /// The output stage, when it runs on this thread.
+    pub fn output(&mut self) -> Option<&mut O> {
+        match self {
+            Pipeline::Inline { out, .. } => Some(out),
+            Pipeline::Threads(_) => None,
+        }
+    }
+
+    /// The inline exchange (tools and tests); None when the stages run on threads.
+    pub fn exchange(&self) -> Option<&Exchange> {
+        match self {
+            Pipeline::Inline { exchange, .. } => Some(exchange),
+            Pipeline::Threads(_) => None,
+        }
+    }
+}

@@ -1,29 +1,37 @@
-//! The split state machine on threads: the caller's thread runs the front (in the daemon:
-//! the gateway / sequencer thread), one thread per shard, one output thread running the
-//! merge. Front → shard, front → merge and shard → merge are bounded `disruptor` rings read
-//! with event pollers (so this module owns the threads, their wait strategy and pinning);
-//! shard → front verdicts go over small crossbeam channels (rare, and the front blocks on
-//! them only when a later input touches a pending token).
+//! The state machine on threads: the caller's thread runs the front (in the daemon: the
+//! gateway / sequencer thread), one thread per shard, one output thread running the merge
+//! and the output stage. Front → shard, front → merge and shard → merge are bounded
+//! `disruptor` rings read with event pollers (so this module owns the threads, their wait
+//! strategy and pinning); shard → front verdicts go over small bounded crossbeam channels
+//! (rare, and the front blocks on them only when a later input touches a pending token).
+//!
+//! Nothing downstream of the front ever waits for the front: the output thread merges and
+//! appends as soon as events arrive; what may leave is decided by release markers the front
+//! sends in sequence order (`crate::exchange::Marker`). So a full ring only ever waits for a
+//! consumer that is making progress, and the front checks ring room before it takes an input
+//! ([`Sharded::room_for_input`]) so it ends a batch early instead of blocking.
+//!
+//! A thread that panics stops the process (one log line, exit code 70), as the Disruptor's
+//! fatal exception handler does: a venue that journals but cannot answer must not stay up.
 //!
 //! Wait strategies: `spin` busy-polls, `yield` polls and yields the core, `park` polls a
 //! little then sleeps until a producer rings the consumer's bell (or a short timeout), so an
 //! idle pipeline costs no CPU.
 
-use super::front::{Front, FrontLink};
-use super::merge::{EventSource, Merge};
-use super::msg::{Plan, ShardCmd, ShardEvent, Verdict};
-use super::shard::{Shard, ShardOut};
 use crate::config::WaitStrategy;
-use crate::exchange::venue::Venue;
-use crate::exchange::{Input, Outcome, Sink};
+use crate::exchange::front::{Front, FrontLink};
+use crate::exchange::merge::{EventSource, Merge};
+use crate::exchange::msg::{Marker, Plan, ShardCmd, ShardEvent, Verdict};
+use crate::exchange::shard::{Shard, ShardOut};
+use crate::exchange::{Input, Outcome, Sink, Venue};
 use crate::types::Timestamp;
-use crate::wire::itch;
 use crossbeam::channel::{self, Receiver, Sender};
 use disruptor::{
     BusySpin, EventPoller, Polling, Producer, SingleConsumerBarrier, SingleProducer,
     SingleProducerBarrier,
 };
 use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::sync::{Arc, OnceLock};
 use std::thread::{self, JoinHandle, Thread};
@@ -35,6 +43,11 @@ const PARK_MAX: Duration = Duration::from_millis(50);
 const IDLE_PARK: Duration = Duration::from_millis(10);
 /// A producer facing a full ring re-checks this often in `park` mode.
 const FULL_RING_PARK: Duration = Duration::from_micros(50);
+/// Ring slots the front keeps free for what an input may need: a command per shard and its
+/// plan, plus the markers and a snapshot that can follow it.
+pub const RING_RESERVE_SLOTS: u64 = 8;
+/// Exit code of a process whose pipeline thread failed (EX_SOFTWARE).
+pub const THREAD_FAILURE_EXIT_CODE: i32 = 70;
 
 /// How the sharded pipeline is laid out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,16 +60,18 @@ pub struct ShardedConfig {
     pub pin_cores: bool,
 }
 
-/// Where the output thread's results go: the sink of every OUCH and ITCH message plus the
-/// hooks the daemon needs around it.
-pub trait Output: Sink + Send + 'static {
-    /// Before the outputs of input `seq` are produced (the daemon waits here until the
-    /// journal has made `seq` durable, so no reply leaves before its input is safe).
-    fn before(&mut self, _seq: u64) {}
-    /// Nothing more to merge right now: send partial packets, wake the gateway, run timers.
+impl ShardedConfig {
+    /// The ring size actually used (a power of two, at least 64).
+    pub fn slots(&self) -> usize {
+        self.ring_slots.max(64).next_power_of_two()
+    }
+}
+
+/// The output stage on the output thread: the sink of every OUCH and ITCH message, of the
+/// markers and snapshots, plus a hook for its timers.
+pub trait OutputStage: Sink + Send + 'static {
+    /// Nothing more to merge right now: send partial packets, run timers.
     fn idle(&mut self) {}
-    /// A snapshot's messages, `None` ending snapshot `id`.
-    fn snapshot(&mut self, _id: u64, _message: Option<&itch::Message>) {}
 }
 
 /// Counters the pipeline publishes for status lines and the tick decision.
@@ -161,28 +176,48 @@ fn ring<T: Copy + Send + Sync + 'static>(slots: usize, empty: T) -> (Tx<T>, Rx<T
     (builder.build(), poller)
 }
 
-/// Publish one value, waiting by the strategy while the ring is full; then ring `bell`.
-fn publish<T: Copy>(tx: &mut Tx<T>, value: T, strategy: WaitStrategy, bell: &Bell) {
-    loop {
-        match tx.try_publish(|slot| *slot = value) {
-            Ok(_) => break,
-            Err(_) => {
-                bell.ring();
-                Waiter::full_ring(strategy);
-            }
-        }
-    }
-    bell.ring();
+/// A ring's producer with the count of what it published and what its consumer took, so
+/// the producer knows the room left without trying.
+struct Lane<T> {
+    tx: Tx<T>,
+    published: u64,
+    consumed: Arc<AtomicU64>,
+    slots: u64,
 }
 
-/// Move everything available from `rx` into `buffer`; false once the producer is gone and
-/// everything was read.
-fn drain<T: Copy>(rx: &mut Rx<T>, buffer: &mut VecDeque<T>) -> bool {
+impl<T: Copy> Lane<T> {
+    fn free_slots(&self) -> u64 {
+        self.slots - (self.published - self.consumed.load(Ordering::Acquire))
+    }
+
+    /// Publish one value, waiting by the strategy while the ring is full; then ring `bell`.
+    fn publish(&mut self, value: T, strategy: WaitStrategy, bell: &Bell) {
+        loop {
+            match self.tx.try_publish(|slot| *slot = value) {
+                Ok(_) => break,
+                Err(_) => {
+                    bell.ring();
+                    Waiter::full_ring(strategy);
+                }
+            }
+        }
+        self.published += 1;
+        bell.ring();
+    }
+}
+
+/// Move everything available from `rx` into `buffer` and count it as consumed; false once
+/// the producer is gone and everything was read.
+fn drain<T: Copy>(rx: &mut Rx<T>, buffer: &mut VecDeque<T>, consumed: &AtomicU64) -> bool {
     match rx.poll() {
         Ok(mut guard) => {
+            let mut n = 0u64;
             for item in &mut guard {
                 buffer.push_back(*item);
+                n += 1;
             }
+            drop(guard);
+            consumed.fetch_add(n, Ordering::Release);
             true
         }
         Err(Polling::NoEvents) => true,
@@ -193,25 +228,21 @@ fn drain<T: Copy>(rx: &mut Rx<T>, buffer: &mut VecDeque<T>) -> bool {
 /// The front's end of the rings.
 struct RingLink {
     strategy: WaitStrategy,
-    to_shards: Vec<Tx<ShardCmd>>,
+    to_shards: Vec<Lane<ShardCmd>>,
     shard_bells: Vec<Arc<Bell>>,
-    plans: Tx<Plan>,
+    plans: Lane<Plan>,
     merge_bell: Arc<Bell>,
     verdicts: Vec<Receiver<Verdict>>,
 }
 
 impl FrontLink for RingLink {
     fn to_shard(&mut self, shard: usize, cmd: ShardCmd) {
-        publish(
-            &mut self.to_shards[shard],
-            cmd,
-            self.strategy,
-            &self.shard_bells[shard],
-        );
+        let bell = &self.shard_bells[shard];
+        self.to_shards[shard].publish(cmd, self.strategy, bell);
     }
 
     fn to_merge(&mut self, plan: Plan) {
-        publish(&mut self.plans, plan, self.strategy, &self.merge_bell);
+        self.plans.publish(plan, self.strategy, &self.merge_bell);
     }
 
     fn verdict(&mut self, shard: usize) -> Verdict {
@@ -242,7 +273,7 @@ impl FrontLink for RingLink {
 /// A shard thread's end: events to the merge, verdicts to the front.
 struct ShardLink {
     strategy: WaitStrategy,
-    events: Tx<ShardEvent>,
+    events: Lane<ShardEvent>,
     merge_bell: Arc<Bell>,
     verdicts: Sender<Verdict>,
 }
@@ -250,7 +281,7 @@ struct ShardLink {
 impl ShardOut for ShardLink {
     fn event(&mut self, event: ShardEvent) {
         loop {
-            match self.events.try_publish(|slot| *slot = event) {
+            match self.events.tx.try_publish(|slot| *slot = event) {
                 Ok(_) => break,
                 Err(_) => {
                     self.merge_bell.ring();
@@ -258,6 +289,7 @@ impl ShardOut for ShardLink {
                 }
             }
         }
+        self.events.published += 1;
         if event == ShardEvent::Done {
             self.merge_bell.ring();
         }
@@ -273,8 +305,10 @@ impl ShardOut for ShardLink {
 struct MergeSources {
     waiter: Waiter,
     plans: Rx<Plan>,
+    plans_consumed: Arc<AtomicU64>,
     plan_buffer: VecDeque<Plan>,
     events: Vec<Rx<ShardEvent>>,
+    events_consumed: Vec<Arc<AtomicU64>>,
     event_buffers: Vec<VecDeque<ShardEvent>>,
 }
 
@@ -284,8 +318,9 @@ impl EventSource for MergeSources {
             return e;
         }
         let (rx, buffer) = (&mut self.events[shard], &mut self.event_buffers[shard]);
+        let consumed = &self.events_consumed[shard];
         self.waiter.until(|| {
-            let alive = drain(rx, buffer);
+            let alive = drain(rx, buffer, consumed);
             let next = buffer.pop_front();
             assert!(next.is_some() || alive, "shard {shard} stopped mid-input");
             next
@@ -293,8 +328,48 @@ impl EventSource for MergeSources {
     }
 }
 
+/// Run `body` as a pipeline thread: a panic is fatal to the process.
+fn guarded<T>(name: &str, body: impl FnOnce() -> T) -> T {
+    match std::panic::catch_unwind(AssertUnwindSafe(body)) {
+        Ok(x) => x,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            tracing::error!(
+                thread = name,
+                "pipeline thread failed: {what}; stopping the venue (exit {THREAD_FAILURE_EXIT_CODE})"
+            );
+            std::process::exit(THREAD_FAILURE_EXIT_CODE);
+        }
+    }
+}
+
+/// A test hook: `BOURSE_FAILPOINT=shard-panic-at-seq:N` makes shard 0 panic on the command
+/// of input N. Read only in debug builds (the tests run the debug binary); release builds
+/// have no failpoints.
+fn shard_panic_seq() -> Option<u64> {
+    if !cfg!(debug_assertions) {
+        return None;
+    }
+    let spec = std::env::var("BOURSE_FAILPOINT").ok()?;
+    spec.strip_prefix("shard-panic-at-seq:")?.parse().ok()
+}
+
+fn command_seq(cmd: &ShardCmd) -> Option<u64> {
+    match *cmd {
+        ShardCmd::Enter { seq, .. }
+        | ShardCmd::Cancel { seq, .. }
+        | ShardCmd::Replace { seq, .. }
+        | ShardCmd::Sweep { seq, .. } => Some(seq),
+        ShardCmd::Snapshot { .. } | ShardCmd::Stop => None,
+    }
+}
+
 /// The running pipeline, driven from the caller's thread.
-pub struct Sharded<O: Output> {
+pub struct Sharded<O: OutputStage> {
     front: Front,
     link: Option<RingLink>,
     shard_threads: Vec<JoinHandle<()>>,
@@ -302,10 +377,10 @@ pub struct Sharded<O: Output> {
     stats: Arc<Stats>,
 }
 
-impl<O: Output> Sharded<O> {
+impl<O: OutputStage> Sharded<O> {
     pub fn start(venue: &Venue, config: &ShardedConfig, output: O) -> Result<Self, String> {
         let n = config.shards.max(1);
-        let front = Front::new(venue, n).map_err(|e| e.to_string())?;
+        let front = Front::new(venue, n, config.slots()).map_err(|e| e.to_string())?;
         let merge = Merge::new(venue, n).map_err(|e| e.to_string())?;
         let shards = (0..n)
             .map(|k| Shard::new(venue, k, n))
@@ -314,8 +389,8 @@ impl<O: Output> Sharded<O> {
         Self::from_parts(front, shards, merge, config, output)
     }
 
-    /// Start the threads from parts with state (e.g. rebuilt by replaying the journal through
-    /// a [`super::Pipeline`]); `config.shards` is taken from the parts.
+    /// Start the threads from stages with state (e.g. rebuilt by replaying the journal
+    /// through a `Split`); `config.shards` is taken from the stages.
     pub fn from_parts(
         front: Front,
         shards: Vec<Shard>,
@@ -324,7 +399,13 @@ impl<O: Output> Sharded<O> {
         output: O,
     ) -> Result<Self, String> {
         let n = shards.len();
-        let slots = config.ring_slots.max(64).next_power_of_two();
+        assert_eq!(front.shards(), n, "front and shards agree on the split");
+        assert_eq!(
+            front.pending(),
+            0,
+            "threads start with every verdict settled"
+        );
+        let slots = config.slots();
         let strategy = config.wait;
         let stats = Arc::new(Stats {
             resting: (0..n).map(|_| AtomicU64::new(0)).collect(),
@@ -335,7 +416,8 @@ impl<O: Output> Sharded<O> {
         // Threads: the caller's (front), the merge, the shards. Pin only with a core each.
         let pin = config.pin_cores && cores.len() > n + 2;
         let merge_bell = Arc::new(Bell::default());
-        let (plans_tx, plans_rx) = ring(slots, Plan::EMPTY);
+        let plans = lane(slots, Plan::EMPTY);
+        let panic_seq = shard_panic_seq();
         let mut to_shards = Vec::with_capacity(n);
         let mut shard_bells = Vec::with_capacity(n);
         let mut verdict_rxs = Vec::with_capacity(n);
@@ -344,9 +426,9 @@ impl<O: Output> Sharded<O> {
         for (k, mut shard) in shards.into_iter().enumerate() {
             stats.resting[k].store(shard.resting_orders(), Ordering::Relaxed);
             stats.expiring[k].store(shard.expiring_orders(), Ordering::Relaxed);
-            let (cmd_tx, mut cmd_rx) = ring(slots, ShardCmd::EMPTY);
-            let (event_tx, event_rx) = ring(slots, ShardEvent::EMPTY);
-            let (verdict_tx, verdict_rx) = channel::bounded(2 * slots + 2);
+            let (cmd_lane, mut cmd_rx, cmd_consumed) = lane(slots, ShardCmd::EMPTY);
+            let (event_lane, event_rx, event_consumed) = lane(slots, ShardEvent::EMPTY);
+            let (verdict_tx, verdict_rx) = channel::bounded(slots + 2);
             let bell = Arc::new(Bell::default());
             let waiter = Waiter {
                 strategy,
@@ -354,53 +436,63 @@ impl<O: Output> Sharded<O> {
             };
             let mut out = ShardLink {
                 strategy,
-                events: event_tx,
+                events: event_lane,
                 merge_bell: merge_bell.clone(),
                 verdicts: verdict_tx,
             };
             let stats = stats.clone();
             let core = pin.then(|| cores[2 + k]);
+            let name = format!("bourse-shard-{k}");
             let handle = thread::Builder::new()
-                .name(format!("bourse-shard-{k}"))
+                .name(name.clone())
                 .spawn(move || {
-                    if let Some(core) = core {
-                        core_affinity::set_for_current(core);
-                    }
-                    let _ = waiter.bell.thread.set(thread::current());
-                    let mut buffer = VecDeque::with_capacity(slots);
-                    'run: loop {
-                        waiter.until(|| {
-                            let alive = drain(&mut cmd_rx, &mut buffer);
-                            (!buffer.is_empty() || !alive).then_some(())
-                        });
-                        if buffer.is_empty() {
-                            break; // the front is gone
+                    guarded(&name, || {
+                        if let Some(core) = core {
+                            core_affinity::set_for_current(core);
                         }
-                        while let Some(cmd) = buffer.pop_front() {
-                            if !shard.apply(&cmd, &mut out) {
-                                break 'run;
+                        let _ = waiter.bell.thread.set(thread::current());
+                        let mut buffer = VecDeque::with_capacity(slots);
+                        'run: loop {
+                            waiter.until(|| {
+                                let alive = drain(&mut cmd_rx, &mut buffer, &cmd_consumed);
+                                (!buffer.is_empty() || !alive).then_some(())
+                            });
+                            if buffer.is_empty() {
+                                break; // the front is gone
                             }
+                            while let Some(cmd) = buffer.pop_front() {
+                                if k == 0 && panic_seq.is_some() && command_seq(&cmd) == panic_seq {
+                                    panic!("failpoint shard-panic-at-seq");
+                                }
+                                if !shard.apply(&cmd, &mut out) {
+                                    break 'run;
+                                }
+                            }
+                            stats.resting[k].store(shard.resting_orders(), Ordering::Relaxed);
+                            stats.expiring[k].store(shard.expiring_orders(), Ordering::Relaxed);
                         }
-                        stats.resting[k].store(shard.resting_orders(), Ordering::Relaxed);
-                        stats.expiring[k].store(shard.expiring_orders(), Ordering::Relaxed);
-                    }
+                    })
                 })
                 .map_err(|e| format!("cannot start shard thread {k}: {e}"))?;
-            to_shards.push(cmd_tx);
+            to_shards.push(cmd_lane);
             shard_bells.push(bell);
             verdict_rxs.push(verdict_rx);
-            event_rxs.push(event_rx);
+            event_rxs.push((event_rx, event_consumed));
             shard_threads.push(handle);
         }
+        let (plans_lane, plans_rx, plans_consumed) = plans;
+        let (events, events_consumed) = event_rxs.into_iter().unzip();
         let sources = MergeSources {
             waiter: Waiter {
                 strategy,
                 bell: merge_bell.clone(),
             },
             plans: plans_rx,
+            plans_consumed,
             plan_buffer: VecDeque::with_capacity(slots),
             event_buffers: (0..n).map(|_| VecDeque::with_capacity(slots)).collect(),
-            events: event_rxs,
+            events,
+            events_consumed,
         };
         let core = pin.then(|| cores[1]);
         stats
@@ -412,10 +504,12 @@ impl<O: Output> Sharded<O> {
         let merge_thread = thread::Builder::new()
             .name("bourse-output".into())
             .spawn(move || {
-                if let Some(core) = core {
-                    core_affinity::set_for_current(core);
-                }
-                run_merge(merge, sources, output, &merge_stats)
+                guarded("bourse-output", || {
+                    if let Some(core) = core {
+                        core_affinity::set_for_current(core);
+                    }
+                    run_merge(merge, sources, output, &merge_stats)
+                })
             })
             .map_err(|e| format!("cannot start the output thread: {e}"))?;
         if pin {
@@ -427,7 +521,7 @@ impl<O: Output> Sharded<O> {
                 strategy,
                 to_shards,
                 shard_bells,
-                plans: plans_tx,
+                plans: plans_lane,
                 merge_bell,
                 verdicts: verdict_rxs,
             }),
@@ -443,14 +537,33 @@ impl<O: Output> Sharded<O> {
         self.front.apply(input, link)
     }
 
+    /// Is there room in every ring for one more input (and the markers after it)? When not,
+    /// the caller ends its batch and reads no input until there is.
+    pub fn room_for_input(&self) -> bool {
+        let Some(link) = &self.link else {
+            return false;
+        };
+        link.plans.free_slots() >= RING_RESERVE_SLOTS
+            && link
+                .to_shards
+                .iter()
+                .all(|l| l.free_slots() >= RING_RESERVE_SLOTS)
+    }
+
+    /// A point between inputs for the output stage, in order.
+    pub fn marker(&mut self, marker: Marker) {
+        let link = self.link.as_mut().expect("running");
+        self.front.marker(marker, link);
+    }
+
     /// Ask for a GLIMPSE snapshot at this point between inputs (answered on the output
-    /// thread through [`Output::snapshot`]).
+    /// thread through the output stage's `Sink::snapshot`).
     pub fn snapshot(&mut self, ts: Timestamp, id: u64) {
         let link = self.link.as_mut().expect("running");
         self.front.snapshot(ts, id, link);
     }
 
-    /// Wake the output thread (e.g. the journal just made more inputs durable).
+    /// Wake the output thread.
     pub fn wake_output(&self) {
         if let Some(link) = &self.link {
             link.merge_bell.ring();
@@ -483,7 +596,7 @@ impl<O: Output> Sharded<O> {
         self.front.last_seq()
     }
 
-    /// Let every stage finish its work, stop the threads, and hand back the output.
+    /// Let every stage finish its work, stop the threads, and hand back the output stage.
     pub fn finish(mut self) -> O {
         self.stop().expect("output thread result")
     }
@@ -503,17 +616,38 @@ impl<O: Output> Sharded<O> {
     }
 }
 
-impl<O: Output> Drop for Sharded<O> {
+impl<O: OutputStage> Drop for Sharded<O> {
     fn drop(&mut self) {
         let _ = self.stop();
     }
 }
 
-fn run_merge<O: Output>(mut merge: Merge, mut src: MergeSources, mut out: O, stats: &Stats) -> O {
+/// A ring with its producer lane and the consumer's counter.
+fn lane<T: Copy + Send + Sync + 'static>(
+    slots: usize,
+    empty: T,
+) -> (Lane<T>, Rx<T>, Arc<AtomicU64>) {
+    let (tx, rx) = ring(slots, empty);
+    let consumed = Arc::new(AtomicU64::new(0));
+    let lane = Lane {
+        tx,
+        published: 0,
+        consumed: consumed.clone(),
+        slots: slots as u64,
+    };
+    (lane, rx, consumed)
+}
+
+fn run_merge<O: OutputStage>(
+    mut merge: Merge,
+    mut src: MergeSources,
+    mut out: O,
+    stats: &Stats,
+) -> O {
     let _ = src.waiter.bell.thread.set(thread::current());
     loop {
         let Some(plan) = src.plan_buffer.pop_front() else {
-            let alive = drain(&mut src.plans, &mut src.plan_buffer);
+            let alive = drain(&mut src.plans, &mut src.plan_buffer, &src.plans_consumed);
             if !src.plan_buffer.is_empty() {
                 continue;
             }
@@ -521,23 +655,15 @@ fn run_merge<O: Output>(mut merge: Merge, mut src: MergeSources, mut out: O, sta
             if !alive {
                 return out;
             }
-            let (rx, buffer) = (&mut src.plans, &mut src.plan_buffer);
+            let (rx, buffer, consumed) =
+                (&mut src.plans, &mut src.plan_buffer, &src.plans_consumed);
             src.waiter
-                .pause(|| !drain(rx, buffer) || !buffer.is_empty());
+                .pause(|| !drain(rx, buffer, consumed) || !buffer.is_empty());
             continue;
         };
-        if !matches!(plan, Plan::Snapshot { .. } | Plan::Silent { .. }) {
-            out.before(plan.seq());
-        }
-        let mut snapshots: Vec<(u64, Option<itch::Message>)> = Vec::new();
-        merge.process(&plan, &mut src, &mut out, &mut |id, m| {
-            snapshots.push((id, m.copied()));
-        });
-        for (id, m) in &snapshots {
-            out.snapshot(*id, m.as_ref());
-        }
-        if !matches!(plan, Plan::Snapshot { .. }) {
-            stats.merged_seq.store(plan.seq(), Ordering::Release);
+        merge.process(&plan, &mut src, &mut out);
+        if plan.input_seq().is_some() {
+            stats.merged_seq.store(merge.last_seq(), Ordering::Release);
             stats
                 .order_refs
                 .store(merge.order_refs_used(), Ordering::Relaxed);

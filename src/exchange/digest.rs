@@ -1,9 +1,16 @@
 //! State digest: SHA-256 over a canonical encoding of every book, every token table and the
 //! day's counters, so "live state == replayed state" is one comparison. Not on the hot path.
+//!
+//! The encoding does not depend on how the state is split: the same day gives the same digest
+//! with one shard or several.
 
-use super::machine::{Exchange, Phase};
+use super::front::{Front, Phase};
+use super::machine::Exchange;
+use super::merge::Merge;
+use super::msg::shard_of;
+use super::shard::Shard;
 use super::tokens::TokenState;
-use crate::types::Side;
+use crate::types::{AccountId, Side};
 use sha2::{Digest, Sha256};
 
 /// A 32-byte state digest, printed as hex.
@@ -24,49 +31,61 @@ impl std::fmt::Debug for StateDigest {
 
 impl Exchange {
     pub fn state_digest(&self) -> StateDigest {
-        let mut h = Sha256::new();
-        h.update(b"bourse-state-v1");
-        h.update(self.next_order_ref.to_be_bytes());
-        h.update(self.next_match.to_be_bytes());
-        h.update([match self.phase {
-            Phase::PreOpen => 0u8,
-            Phase::Open => 1,
-            Phase::Closed => 2,
-        }]);
-        for (symbol, book) in self.books.iter().enumerate() {
-            h.update([u8::from(self.halted[symbol])]);
-            for side in [Side::Buy, Side::Sell] {
-                h.update(book.order_count().to_be_bytes());
-                book.for_each_order(side, |o| {
-                    let p = o.payload;
-                    h.update(p.order_ref.to_be_bytes());
-                    h.update(o.price.0.to_be_bytes());
-                    h.update(o.leaves.to_be_bytes());
-                    h.update(o.deadline_ms.to_be_bytes());
-                    h.update([u8::from(o.hidden), p.side_letter, p.display, p.capacity]);
-                    h.update(p.account.to_be_bytes());
-                    h.update(self.tokens[p.account as usize].token(p.token_slot).0);
-                    h.update(p.chain_executed.to_be_bytes());
-                });
-            }
+        state_digest(&self.front, std::slice::from_ref(&self.shard), &self.merge)
+    }
+}
+
+/// The digest of a state split over `shards` (every verdict settled, the merge caught up).
+pub(crate) fn state_digest(front: &Front, shards: &[Shard], merge: &Merge) -> StateDigest {
+    assert_eq!(front.pending(), 0, "digest of a state with pending tokens");
+    let shard_of_symbol = |symbol: u16| &shards[shard_of(symbol, shards.len())];
+    let mut h = Sha256::new();
+    h.update(b"bourse-state-v1");
+    h.update(merge.next_order_ref.to_be_bytes());
+    h.update(merge.next_match.to_be_bytes());
+    h.update([match front.phase {
+        Phase::PreOpen => 0u8,
+        Phase::Open => 1,
+        Phase::Closed => 2,
+    }]);
+    for (symbol, halted) in front.halted.iter().enumerate() {
+        let book = shard_of_symbol(symbol as u16).book(symbol as u16);
+        h.update([u8::from(*halted)]);
+        for side in [Side::Buy, Side::Sell] {
+            h.update(book.order_count().to_be_bytes());
+            book.for_each_order(side, |o| {
+                let p = o.payload;
+                h.update(merge.refs[symbol][o.handle.0 as usize].to_be_bytes());
+                h.update(o.price.0.to_be_bytes());
+                h.update(o.leaves.to_be_bytes());
+                h.update(o.deadline_ms.to_be_bytes());
+                h.update([u8::from(o.hidden), p.side_letter, p.display, p.capacity]);
+                h.update(p.account.to_be_bytes());
+                h.update(p.token.0);
+                h.update(p.chain_executed.to_be_bytes());
+            });
         }
-        for table in &self.tokens {
-            let entries = table.sorted_entries();
-            h.update((entries.len() as u64).to_be_bytes());
-            for (token, state) in entries {
-                h.update(token.0);
-                match state {
-                    TokenState::Dead => h.update([0u8]),
-                    TokenState::Live { symbol, handle } => {
-                        // The handle is an internal slot index; the book part above already
-                        // pins down the order, so only liveness and symbol go in.
-                        let _ = handle;
-                        h.update([1u8]);
-                        h.update(symbol.to_be_bytes());
-                    }
+    }
+    for (account, table) in front.tokens.iter().enumerate() {
+        let entries = table.sorted_entries();
+        h.update((entries.len() as u64).to_be_bytes());
+        for (slot, token, state) in entries {
+            h.update(token.0);
+            let live_on = match state {
+                TokenState::Routed(symbol) => shard_of_symbol(symbol)
+                    .live_order(AccountId(account as u16), slot, &token, symbol)
+                    .map(|_| symbol),
+                TokenState::Unrouted => None,
+                TokenState::Pending(_) | TokenState::Void => unreachable!("settled, filtered"),
+            };
+            match live_on {
+                None => h.update([0u8]),
+                Some(symbol) => {
+                    h.update([1u8]);
+                    h.update(symbol.to_be_bytes());
                 }
             }
         }
-        StateDigest(h.finalize().into())
     }
+    StateDigest(h.finalize().into())
 }

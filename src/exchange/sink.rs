@@ -1,12 +1,17 @@
 //! Where the state machine's outputs go: typed OUCH messages per account and ITCH messages,
 //! in the order they are produced.
 
+use super::msg::Marker;
 use crate::types::AccountId;
 use crate::wire::{itch, ouch};
 
 pub trait Sink {
     fn ouch(&mut self, account: AccountId, message: &ouch::Outbound);
     fn itch(&mut self, message: &itch::Message);
+    /// The messages of GLIMPSE snapshot `id` in order; `None` ends it.
+    fn snapshot(&mut self, _id: u64, _message: Option<&itch::Message>) {}
+    /// A point between inputs in the output sequence (batch boundaries, releases).
+    fn marker(&mut self, _marker: Marker) {}
 }
 
 /// One output, for sinks that record them.

@@ -1,17 +1,18 @@
-//! Per-account order tokens: every token an account used today, and where its order rests.
+//! Per-account order tokens: every token an account used today, and the symbol its order was
+//! routed to (the front's view; whether the order still rests is the shard's).
 //!
 //! A token stays in the table for the whole day, live or not, because a reused token must be
 //! ignored (benign resend, PROTOCOLS.md 2.6). Each token gets a **slot**, its position in a
-//! fixed array of (token, state); a resting order carries its slot, so marking a token live or
-//! dead, or naming the token of a maker, never hashes. Only looking a token up by its bytes
-//! (Enter dedupe, Cancel, Replace) goes through the hash index, which holds slot numbers.
+//! fixed array of (token, state); the shard indexes its live orders by slot, so a Cancel or a
+//! Replace hashes the token once, here. A Replace's replacement token is recorded *pending*
+//! until its shard says whether the replace consumed it; one that was not consumed is
+//! *voided*: it leaves the hash index and its slot is reused by the next token.
 //!
 //! Both are sized once from the configured limit and never grow. The hasher is foldhash with a
 //! fixed seed: fast on 14-byte keys and deterministic (outputs never depend on table order;
 //! the digest sorts). Tables are per account, so an account that chooses colliding tokens
 //! slows only its own lookups.
 
-use crate::book::OrderHandle;
 use crate::types::Token;
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
@@ -19,20 +20,26 @@ use std::hash::BuildHasher;
 /// Fixed seed: the core reads no randomness.
 const SEED: u64 = 0x626f_7572_7365_2131;
 
-/// Where a token's order is, if it is still on a book.
+/// What the front knows of a token used today.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum TokenState {
-    /// Resting: symbol index and book handle.
-    Live { symbol: u16, handle: OrderHandle },
-    /// Used today, no longer (or never) on a book.
-    Dead,
+    /// Used, and its order never went to a book (rejected by the front).
+    Unrouted,
+    /// Used; its order went to the book of `symbol` (it may have left it since).
+    Routed(u16),
+    /// A replacement token waiting for its shard's verdict; its order would be on `symbol`.
+    Pending(u16),
+    /// A slot freed by a voided pending token, waiting for reuse (not in the index).
+    Void,
 }
 
 pub(crate) struct TokenTable {
     /// Slot numbers, hashed by their token.
     index: HashTable<u32>,
-    /// Slot -> (token, state); slots are handed out in order and never freed.
+    /// Slot -> (token, state).
     entries: Vec<(Token, TokenState)>,
+    /// Slots of voided tokens, reused before new ones (at most the pending count).
+    free: Vec<u32>,
     hasher: foldhash::fast::FixedState,
     limit: usize,
 }
@@ -43,6 +50,7 @@ impl TokenTable {
         let mut table = TokenTable {
             index: HashTable::with_capacity(limit),
             entries: Vec::with_capacity(limit),
+            free: Vec::with_capacity(limit),
             hasher: foldhash::fast::FixedState::with_seed(SEED),
             limit,
         };
@@ -62,8 +70,10 @@ impl TokenTable {
         }
         self.index.clear();
         self.entries
-            .resize(self.limit, (Token::SPACES, TokenState::Dead));
+            .resize(self.limit, (Token::SPACES, TokenState::Void));
         self.entries.clear();
+        self.free.resize(self.limit, 0);
+        self.free.clear();
     }
 
     fn hash(&self, token: &Token) -> u64 {
@@ -85,18 +95,32 @@ impl TokenTable {
         Some((slot, self.entries[slot as usize].1))
     }
 
+    /// Tokens recorded (pending ones included).
+    pub fn len(&self) -> usize {
+        self.entries.len() - self.free.len()
+    }
+
     pub fn is_full(&self) -> bool {
-        self.entries.len() >= self.limit
+        self.len() >= self.limit
     }
 
     /// Record a new token; returns its slot. The caller checked that it is unused and that
     /// there is room.
     pub fn insert(&mut self, token: Token, state: TokenState) -> u32 {
         assert!(!self.is_full(), "token table full (caller must check)");
+        assert!(state != TokenState::Void);
         debug_assert!(self.find(&token).is_none(), "token recorded twice");
-        let slot = self.entries.len() as u32;
         let hash = self.hash(&token);
-        self.entries.push((token, state));
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.entries[slot as usize] = (token, state);
+                slot
+            }
+            None => {
+                self.entries.push((token, state));
+                self.entries.len() as u32 - 1
+            }
+        };
         let (entries, hasher) = (&self.entries, &self.hasher);
         // Never rehashes: the index was reserved for `limit` slots.
         self.index
@@ -104,27 +128,59 @@ impl TokenTable {
         slot
     }
 
-    #[inline]
+    #[cfg(test)]
     pub fn token(&self, slot: u32) -> Token {
         self.entries[slot as usize].0
     }
 
     #[inline]
+    pub fn state(&self, slot: u32) -> TokenState {
+        self.entries[slot as usize].1
+    }
+
+    #[inline]
     pub fn set(&mut self, slot: u32, state: TokenState) {
+        assert!(state != TokenState::Void, "void through `void`");
         self.entries[slot as usize].1 = state;
     }
 
-    /// Entries in an order independent of hashing (for the state digest; allocates).
-    pub fn sorted_entries(&self) -> Vec<(Token, TokenState)> {
-        let mut entries = self.entries.clone();
-        entries.sort_by_key(|e| e.0);
+    /// Forget a pending token that was not consumed: it leaves the index, its slot is reused.
+    pub fn void(&mut self, slot: u32) {
+        let (token, state) = self.entries[slot as usize];
+        assert!(
+            matches!(state, TokenState::Pending(_)),
+            "voiding a used token"
+        );
+        let entries = &self.entries;
+        let found = self
+            .index
+            .find_entry(self.hasher.hash_one(token), |&s| {
+                entries[s as usize].0 == token
+            })
+            .expect("a pending token is in the index");
+        found.remove();
+        self.entries[slot as usize].1 = TokenState::Void;
+        assert!(self.free.len() < self.free.capacity(), "free slots bounded");
+        self.free.push(slot);
+    }
+
+    /// Recorded entries with their slots, in an order independent of hashing (for the state
+    /// digest; allocates).
+    pub fn sorted_entries(&self) -> Vec<(u32, Token, TokenState)> {
+        let mut entries: Vec<_> = (0..self.entries.len() as u32)
+            .map(|slot| (slot, self.entries[slot as usize].0, self.state(slot)))
+            .filter(|e| e.2 != TokenState::Void)
+            .collect();
+        entries.sort_by_key(|e| e.1);
         entries
     }
 
     pub fn allocated_bytes(&self) -> usize {
-        // Index: one u32 and one control byte per bucket; entries: one (token, state) each.
+        // Index: one u32 and one control byte per bucket; entries: one (token, state) each;
+        // the free list: one u32 per token.
         self.index.capacity() * (std::mem::size_of::<u32>() + 1)
             + self.entries.capacity() * std::mem::size_of::<(Token, TokenState)>()
+            + self.free.capacity() * std::mem::size_of::<u32>()
     }
 }
 
@@ -139,35 +195,35 @@ mod tests {
     #[test]
     fn slots_are_stable_and_lookups_exact() {
         let mut t = TokenTable::new(4);
-        let a = t.insert(tok("a"), TokenState::Dead);
-        let b = t.insert(
-            tok("B"),
-            TokenState::Live {
-                symbol: 1,
-                handle: OrderHandle(7),
-            },
-        );
+        let a = t.insert(tok("a"), TokenState::Unrouted);
+        let b = t.insert(tok("B"), TokenState::Routed(1));
         assert_eq!((a, b), (0, 1));
-        assert_eq!(
-            t.get(&tok("B")),
-            Some((
-                1,
-                TokenState::Live {
-                    symbol: 1,
-                    handle: OrderHandle(7)
-                }
-            ))
-        );
+        assert_eq!(t.get(&tok("B")), Some((1, TokenState::Routed(1))));
         assert_eq!(t.get(&tok("b")), None, "case-sensitive");
-        t.set(b, TokenState::Dead);
-        assert_eq!(t.get(&tok("B")), Some((1, TokenState::Dead)));
+        t.set(b, TokenState::Unrouted);
+        assert_eq!(t.get(&tok("B")), Some((1, TokenState::Unrouted)));
         assert_eq!(t.token(a), tok("a"));
-        t.insert(tok("c"), TokenState::Dead);
-        t.insert(tok("d"), TokenState::Dead);
+        t.insert(tok("c"), TokenState::Unrouted);
+        t.insert(tok("d"), TokenState::Unrouted);
         assert!(t.is_full());
         assert_eq!(
-            t.sorted_entries().iter().map(|e| e.0).collect::<Vec<_>>(),
+            t.sorted_entries().iter().map(|e| e.1).collect::<Vec<_>>(),
             [tok("B"), tok("a"), tok("c"), tok("d")]
         );
+    }
+
+    #[test]
+    fn a_voided_pending_token_leaves_and_its_slot_is_reused() {
+        let mut t = TokenTable::new(2);
+        t.insert(tok("a"), TokenState::Routed(0));
+        let p = t.insert(tok("p"), TokenState::Pending(0));
+        assert!(t.is_full());
+        t.void(p);
+        assert_eq!((t.len(), t.get(&tok("p"))), (1, None));
+        assert!(!t.is_full());
+        let q = t.insert(tok("q"), TokenState::Routed(0));
+        assert_eq!(q, p, "slot reused");
+        assert_eq!(t.get(&tok("q")), Some((q, TokenState::Routed(0))));
+        assert_eq!(t.sorted_entries().len(), 2);
     }
 }

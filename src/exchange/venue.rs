@@ -149,6 +149,11 @@ impl Venue {
         Ok(specs)
     }
 
+    /// Check every field (what building the exchange would refuse), building nothing.
+    pub fn check(&self) -> Result<(), VenueError> {
+        self.specs().map(|_| ())
+    }
+
     pub fn locate_of(&self, symbol: &str) -> Option<Locate> {
         let at = self.symbols.iter().position(|s| s.symbol == symbol)?;
         Some(Locate(at as u16 + 1))

@@ -30,6 +30,11 @@ const READS_PER_EVENT_MAX: u32 = 16;
 /// and the decoded message, so nothing decodes twice.
 pub trait Intake {
     fn submit(&mut self, account: AccountId, raw: &[u8], message: &Inbound);
+    /// May another message be submitted now? When not, the gateway leaves the rest of the
+    /// connection's bytes unread until it may (back-pressure).
+    fn has_room(&self) -> bool {
+        true
+    }
 }
 
 pub struct Gateway {
@@ -41,8 +46,6 @@ pub struct Gateway {
     accounts: Vec<AccountConfig>,
     session: SessionId,
     cfg: GatewayConfig,
-    /// End of day passed: sessions get End of Session once they have everything.
-    ended: bool,
     /// Connections that must be visited again (read budget used up).
     read_again: Vec<usize>,
 }
@@ -68,7 +71,6 @@ impl Gateway {
             accounts: accounts.to_vec(),
             session,
             cfg: cfg.clone(),
-            ended: false,
             read_again: Vec::with_capacity(max),
         })
     }
@@ -233,6 +235,13 @@ impl Gateway {
     ) -> Option<String> {
         // Bounded by the framing buffer: each packet consumes at least 3 bytes of it.
         for _ in 0..soupbin::CLIENT_MAX_PACKET_LEN + 2 {
+            if matches!(conn.state, State::LoggedIn { .. }) && !intake.has_room() {
+                // Leave the rest framed but unread; this connection is served again later.
+                if !self.read_again.contains(&index) {
+                    self.read_again.push(index);
+                }
+                return None;
+            }
             let packet = match conn.reader.next_packet()? {
                 Ok(p) => p,
                 Err(e) => return Some(format!("bad bytes: {e}")),
@@ -323,7 +332,6 @@ impl Gateway {
                     reason = Some(format!("write failed: {e}"));
                 }
                 reason = reason.or_else(|| self.check_lag(&conn, stream));
-                self.end_session_if_done(&mut conn, stream, now_ns);
             }
             self.settle(index, conn, reason, registry);
         }
@@ -342,20 +350,6 @@ impl Gateway {
         let behind = conn.pending_bytes() as u64 + stream.bytes_from(next_seq);
         (behind > u64::from(self.cfg.outbound_buffer_bytes))
             .then(|| format!("slow reader: {behind} bytes behind"))
-    }
-
-    fn end_session_if_done(&self, conn: &mut Connection, stream: &StreamReader, now_ns: u64) {
-        let State::LoggedIn { next_seq, .. } = conn.state else {
-            return;
-        };
-        if !self.ended || conn.closing || next_seq <= stream.len() {
-            return;
-        }
-        let end = Packet::EndOfSession;
-        if conn.queue(end.encoded_len(), |buf| end.encode(buf)) {
-            conn.closing = true;
-            let _ = conn.flush(now_ns);
-        }
     }
 
     /// Heartbeats and timeouts (DESIGN.md 6).
@@ -393,11 +387,6 @@ impl Gateway {
             }
         }
         None
-    }
-
-    /// End of day: each session gets End of Session once it has every message.
-    pub fn end_of_day(&mut self) {
-        self.ended = true;
     }
 
     /// Clean shutdown: End of Session to every logged-in session, best-effort flush, close.

@@ -107,7 +107,11 @@ pub struct Snapshot {
 /// Encode the snapshot of `exchange` as it is now, between two inputs. `next_itch_sequence` is
 /// the MoldUDP64 number the next ITCH message will get (`FeedPublisher::next_sequence`, equal to
 /// the ITCH stream's `len() + 1`); `ts` stamps the messages.
-pub fn encode_snapshot(exchange: &Exchange, next_itch_sequence: u64, ts: Timestamp) -> Snapshot {
+pub fn encode_snapshot(
+    exchange: &mut Exchange,
+    next_itch_sequence: u64,
+    ts: Timestamp,
+) -> Snapshot {
     let mut encoder = SnapshotEncoder::new(next_itch_sequence);
     exchange.snapshot(ts, |message| encoder.push(message));
     encoder.finish()
@@ -214,7 +218,7 @@ impl SnapshotDesk {
     /// answered. Arguments as for [`encode_snapshot`].
     pub fn answer_snapshot_requests(
         &self,
-        exchange: &Exchange,
+        exchange: &mut Exchange,
         next_itch_sequence: u64,
         ts: Timestamp,
     ) -> usize {

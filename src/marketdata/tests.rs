@@ -474,7 +474,7 @@ fn glimpse_server_with(
     max_connections: usize,
     login_timeout_ms: u64,
 ) -> (super::ServerHandle, Engine, u64) {
-    let (ex, next_itch) = exchange_with_orders();
+    let (mut ex, next_itch) = exchange_with_orders();
     let stop = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = crossbeam::channel::bounded(1);
     let stop_flag = stop.clone();
@@ -484,7 +484,7 @@ fn glimpse_server_with(
         let (requester, desk) = snapshot_channel(max_connections, Some(waker));
         ready_tx.send(requester).unwrap();
         while !stop_flag.load(Ordering::Acquire) {
-            desk.answer_snapshot_requests(&ex, next_itch, SNAPSHOT_TS);
+            desk.answer_snapshot_requests(&mut ex, next_itch, SNAPSHOT_TS);
             std::thread::park_timeout(Duration::from_millis(100));
         }
     });
@@ -577,7 +577,7 @@ fn read_to_eof(mut stream: TcpStream) -> Vec<Seen> {
 #[test]
 fn glimpse_snapshot_matches_the_book_then_g_then_z_then_eof() {
     let (server, _engine, next_itch) = glimpse_server(2);
-    let (ex, _) = exchange_with_orders();
+    let (mut ex, _) = exchange_with_orders();
     let mut want = Vec::new();
     ex.snapshot(SNAPSHOT_TS, |m| want.push(*m));
     let stream = glimpse_login(server.local_addr(), "brkr01", "SECRET", "");
@@ -697,12 +697,12 @@ fn glimpse_bounds_concurrent_connections() {
 
 #[test]
 fn snapshot_encoding_is_soupbin_packets_ending_in_g_and_z() {
-    let (ex, next_itch) = exchange_with_orders();
+    let (mut ex, next_itch) = exchange_with_orders();
     let Snapshot {
         packets,
         messages,
         next_itch_sequence,
-    } = encode_snapshot(&ex, next_itch, SNAPSHOT_TS);
+    } = encode_snapshot(&mut ex, next_itch, SNAPSHOT_TS);
     assert_eq!((messages, next_itch_sequence), (7, next_itch));
     assert!(packets.ends_with(b"\x00\x01Z"));
     let g = &packets[packets.len() - 3 - 24..packets.len() - 3];

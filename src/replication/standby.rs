@@ -13,7 +13,8 @@
 use super::protocol::{self, Frame, TAIL_RECORDS_MAX, VERSION};
 use crate::config::Config;
 use crate::daemon::admin::{self, Request};
-use crate::daemon::engine::{Engine, FeedOut};
+use crate::daemon::node::Node as Engine;
+use crate::daemon::output::FeedOut;
 use crate::daemon::{Daemon, Listening};
 use crate::journal::{JournalReader, truncate_after, verify};
 use crate::sequencer::SystemClock;

@@ -20,7 +20,7 @@ pub const KIND_ADMIN: u8 = 3;
 pub const KIND_TICK: u8 = 4;
 
 /// Longest OUCH payload record: account plus the longest inbound message.
-pub const OUCH_RECORD_BYTES_MAX: usize = 2 + 64;
+pub use crate::limits::OUCH_RECORD_BYTES_MAX;
 
 /// What the first record of every journal fixes for the journal's life.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

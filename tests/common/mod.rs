@@ -155,6 +155,23 @@ impl Venue {
         status
     }
 
+    /// Wait for the process to exit by itself (e.g. `bourse admin shutdown`), at most
+    /// `timeout`; kills it and panics if it does not.
+    pub fn wait_exit(mut self, timeout: Duration) -> std::process::ExitStatus {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                std::mem::forget(self);
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the daemon did not exit within {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// kill -9 and wait.
     pub fn kill9(mut self) {
         self.child.kill().unwrap();

@@ -1,19 +1,23 @@
-//! The split state machine run in one thread: front, shards and merge connected by queues.
+//! The state machine split over several shards, run in one thread: front, shards and merge
+//! connected by queues.
 //!
-//! With [`Pipeline::new`] every input goes through the three parts at once (the benchmarkable
-//! form). With [`Pipeline::shuffled`] the stages run in a pseudo-random interleaving drawn
-//! from a seed — shards race ahead or lag, the merge falls behind, verdicts arrive late — to
-//! show that the outputs do not depend on timing. Either way the outputs equal
-//! `Exchange::apply` over the same inputs.
+//! With [`Split::new`] every input goes through the three stages at once. With
+//! [`Split::shuffled`] the stages run in a pseudo-random interleaving drawn from a seed —
+//! shards race ahead or lag, the merge falls behind, verdicts arrive late — to show that the
+//! outputs do not depend on timing. Either way the outputs equal [`super::Exchange`]'s over
+//! the same inputs. The sharded daemon replays its journal through a `Split` before it
+//! starts its threads ([`Split::into_parts`]).
 
+use super::digest::{StateDigest, state_digest};
 use super::front::{Front, FrontLink};
+use super::input::{Input, Outcome};
 use super::merge::{EventSource, Merge};
-use super::msg::{Plan, ShardCmd, ShardEvent, Verdict};
+use super::msg::{Marker, Plan, ShardCmd, ShardEvent, Verdict};
 use super::shard::{Shard, ShardOut};
-use crate::exchange::venue::{Venue, VenueError};
-use crate::exchange::{Input, Outcome, Sink};
-use crate::types::Timestamp;
-use crate::wire::itch;
+use super::sink::Sink;
+use super::venue::{Venue, VenueError};
+use crate::types::{AccountId, Timestamp};
+use crate::wire::{itch, ouch};
 use std::collections::VecDeque;
 
 /// The shards and the queues around them.
@@ -95,19 +99,41 @@ impl FrontLink for FrontSide<'_> {
     }
 }
 
-pub struct Pipeline {
+/// Forwards outputs and keeps the messages of the snapshot being taken.
+struct Snapshotting<'a, S: Sink> {
+    sink: &'a mut S,
+    messages: Vec<itch::Message>,
+}
+
+impl<S: Sink> Sink for Snapshotting<'_, S> {
+    fn ouch(&mut self, account: AccountId, message: &ouch::Outbound) {
+        self.sink.ouch(account, message);
+    }
+    fn itch(&mut self, message: &itch::Message) {
+        self.sink.itch(message);
+    }
+    fn snapshot(&mut self, _: u64, message: Option<&itch::Message>) {
+        if let Some(m) = message {
+            self.messages.push(*m);
+        }
+    }
+    fn marker(&mut self, marker: Marker) {
+        self.sink.marker(marker);
+    }
+}
+
+pub struct Split {
     front: Front,
     merge: Merge,
     lanes: Lanes,
     plans: VecDeque<Plan>,
     /// xorshift state for the shuffled schedule; 0 = run everything at once.
     rng: u64,
-    snapshots: u64,
 }
 
-impl Pipeline {
+impl Split {
     /// Front, `shards` shards and merge, every input carried through at once.
-    pub fn new(venue: &Venue, shards: usize) -> Result<Pipeline, VenueError> {
+    pub fn new(venue: &Venue, shards: usize) -> Result<Split, VenueError> {
         let lanes = Lanes {
             shards: (0..shards)
                 .map(|k| Shard::new(venue, k, shards))
@@ -116,19 +142,19 @@ impl Pipeline {
             events: (0..shards).map(|_| VecDeque::new()).collect(),
             verdicts: (0..shards).map(|_| VecDeque::new()).collect(),
         };
-        Ok(Pipeline {
-            front: Front::new(venue, shards)?,
+        Ok(Split {
+            // Queues here are unbounded, so the bound on awaited verdicts is the input count.
+            front: Front::new(venue, shards, 1 << 20)?,
             merge: Merge::new(venue, shards)?,
             lanes,
             plans: VecDeque::new(),
             rng: 0,
-            snapshots: 0,
         })
     }
 
     /// As [`Self::new`], with the stages interleaved pseudo-randomly from `seed`.
-    pub fn shuffled(venue: &Venue, shards: usize, seed: u64) -> Result<Pipeline, VenueError> {
-        let mut p = Pipeline::new(venue, shards)?;
+    pub fn shuffled(venue: &Venue, shards: usize, seed: u64) -> Result<Split, VenueError> {
+        let mut p = Split::new(venue, shards)?;
         p.rng = seed | 1;
         Ok(p)
     }
@@ -168,8 +194,7 @@ impl Pipeline {
             if pick < shards {
                 self.lanes.step(pick as usize);
             } else if let Some(plan) = self.plans.pop_front() {
-                self.merge
-                    .process(&plan, &mut self.lanes, sink, &mut |_, _| {});
+                self.merge.process(&plan, &mut self.lanes, sink);
             }
         }
     }
@@ -177,32 +202,34 @@ impl Pipeline {
     /// Carry every sequenced input through to its outputs.
     pub fn flush<S: Sink>(&mut self, sink: &mut S) {
         while let Some(plan) = self.plans.pop_front() {
-            self.merge
-                .process(&plan, &mut self.lanes, sink, &mut |_, _| {});
+            self.merge.process(&plan, &mut self.lanes, sink);
         }
     }
 
-    /// The GLIMPSE body at this point (after flushing outputs into `sink`), as
-    /// `Exchange::snapshot` would give it.
-    pub fn snapshot<S: Sink>(&mut self, ts: Timestamp, sink: &mut S) -> Vec<itch::Message> {
-        self.snapshots += 1;
-        let id = self.snapshots;
+    /// A point between inputs for the output stage, in order.
+    pub fn marker<S: Sink>(&mut self, marker: Marker, sink: &mut S) {
         let mut side = FrontSide {
             lanes: &mut self.lanes,
             plans: &mut self.plans,
         };
-        self.front.snapshot(ts, id, &mut side);
-        let mut messages = Vec::new();
-        while let Some(plan) = self.plans.pop_front() {
-            self.merge
-                .process(&plan, &mut self.lanes, sink, &mut |i, m| {
-                    assert_eq!(i, id);
-                    if let Some(m) = m {
-                        messages.push(*m);
-                    }
-                });
-        }
-        messages
+        self.front.marker(marker, &mut side);
+        self.flush(sink);
+    }
+
+    /// The GLIMPSE body at this point (after flushing outputs into `sink`), as
+    /// [`super::Exchange::snapshot`] gives it.
+    pub fn snapshot<S: Sink>(&mut self, ts: Timestamp, sink: &mut S) -> Vec<itch::Message> {
+        let mut side = FrontSide {
+            lanes: &mut self.lanes,
+            plans: &mut self.plans,
+        };
+        self.front.snapshot(ts, 0, &mut side);
+        let mut collect = Snapshotting {
+            sink,
+            messages: Vec::new(),
+        };
+        self.flush(&mut collect);
+        collect.messages
     }
 
     pub fn last_seq(&self) -> u64 {
@@ -221,18 +248,36 @@ impl Pipeline {
         self.lanes.shards.iter().map(Shard::resting_orders).sum()
     }
 
-    /// The three parts, every sequenced input carried through (to start the threads from a
-    /// state rebuilt by replay).
-    pub fn into_parts<S: Sink>(mut self, sink: &mut S) -> (Front, Vec<Shard>, Merge) {
+    pub fn expiring_orders(&self) -> u64 {
+        self.lanes.shards.iter().map(Shard::expiring_orders).sum()
+    }
+
+    /// The state digest, equal to [`super::Exchange::state_digest`] after the same inputs.
+    pub fn state_digest<S: Sink>(&mut self, sink: &mut S) -> StateDigest {
+        self.settle(sink);
+        state_digest(&self.front, &self.lanes.shards, &self.merge)
+    }
+
+    /// Carry everything through and take every verdict.
+    fn settle<S: Sink>(&mut self, sink: &mut S) {
         self.flush(sink);
+        for k in 0..self.lanes.shards.len() {
+            while self.lanes.step(k) {}
+        }
         let mut side = FrontSide {
             lanes: &mut self.lanes,
             plans: &mut self.plans,
         };
-        // Answered verdicts still queued: settle them so the front starts with no debt.
         self.front.settle_all(&mut side);
-        assert!(self.lanes.cmds.iter().all(VecDeque::is_empty));
         assert!(self.lanes.events.iter().all(VecDeque::is_empty));
+    }
+
+    /// The three stages, every sequenced input carried through (to start the threads from a
+    /// state rebuilt by replay).
+    pub fn into_parts<S: Sink>(mut self, sink: &mut S) -> (Front, Vec<Shard>, Merge) {
+        self.settle(sink);
+        assert!(self.lanes.cmds.iter().all(VecDeque::is_empty));
+        assert_eq!(self.front.pending(), 0);
         (self.front, self.lanes.shards, self.merge)
     }
 

@@ -1,17 +1,21 @@
 //! A shard: the books of its symbols and every outcome that depends on them — matching,
 //! cancels, the four replace outcomes, post-only / IOC / minimum-quantity deadness, capacity,
-//! expiry and end-of-day cancels. It mirrors `exchange::machine` step for step, but reports
-//! [`ShardEvent`]s naming orders by pool slot instead of formatting messages: order reference
-//! and match numbers are global, so the merge assigns them.
+//! expiry and end-of-day sweeps. It reports [`ShardEvent`]s naming resting orders by pool
+//! slot instead of formatting messages: order reference and match numbers are global to the
+//! day, so the merge assigns them.
+//!
+//! Live orders are found by (account, token slot): the front hashes the token once and sends
+//! its slot; the shard keeps, per account and slot, the pool handle the order rested in.
+//! Entries are never cleared: a handle is believed only if its pool slot is occupied by an
+//! order with the same account and token (a token is used once per account per day, so the
+//! check is exact even after the pool slot is reused).
 
-use super::msg::{Market, ReplaceFeed, ShardCmd, ShardEvent, Verdict, shard_of};
+use super::msg::{Market, ReplaceFeed, ShardCmd, ShardEvent, SweepScope, Verdict, shard_of};
+use super::validate::{self, MarketState, ReplaceFault};
+use super::venue::{SymbolSpec, Venue, VenueError};
 use crate::book::{BookConfig, OrderBook, OrderHandle, Removal};
-use crate::exchange::validate::{self, MarketState, ReplaceFault};
-use crate::exchange::venue::{SymbolSpec, Venue, VenueError};
 use crate::types::{AccountId, Price, Side, Timestamp, Token};
 use crate::wire::ouch::{self, cancel_reason, reject_reason as why};
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, DefaultHasher};
 
 /// Where a shard's results go.
 pub trait ShardOut {
@@ -21,32 +25,41 @@ pub trait ShardOut {
 
 /// What a shard keeps with every resting order (no reference number: the merge has it).
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
-struct Resting {
-    token: Token,
-    account: u16,
-    chain_executed: u32,
-    side_letter: u8,
-    display: u8,
-    capacity: u8,
+pub(crate) struct Resting {
+    pub token: Token,
+    pub account: u16,
+    /// Shares executed by the whole replace chain so far.
+    pub chain_executed: u32,
+    /// The entered Buy/Sell Indicator letter (`B`, `S`, `T`, `E`), echoed on Replaced.
+    pub side_letter: u8,
+    pub display: u8,
+    pub capacity: u8,
 }
 
 impl Resting {
-    fn displayed(&self) -> bool {
+    pub fn displayed(&self) -> bool {
         self.display != b'N'
     }
 }
 
+/// Everything needed to enter one order (from an Enter, or from a Replace's chain).
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     account: AccountId,
     symbol: u16,
     side: Side,
     price: Price,
+    /// Shares this order may still execute (exposure).
     shares: u32,
     tif: u32,
     min_qty: u32,
+    /// Where the order's token is recorded in its account's table.
+    slot: u32,
     resting: Resting,
 }
+
+/// No order: an empty entry of the live index.
+const NO_HANDLE: u32 = u32::MAX;
 
 pub struct Shard {
     index: usize,
@@ -55,8 +68,11 @@ pub struct Shard {
     books: Vec<Option<OrderBook<Resting>>>,
     /// This shard's symbols in config order.
     symbols: Vec<u16>,
-    /// Live orders by (account, token).
-    live: HashMap<(u16, Token), (u16, OrderHandle), BuildHasherDefault<DefaultHasher>>,
+    /// Pool handle by (account, token slot): `live[account * tokens_per_account + slot]`.
+    live: Box<[u32]>,
+    tokens_per_account: usize,
+    /// Why the last command did nothing, if it did nothing (the inline exchange reports it).
+    pub(crate) ignored: Option<&'static str>,
 }
 
 impl Shard {
@@ -73,13 +89,17 @@ impl Shard {
         let books = (0..specs.len() as u16)
             .map(|s| (shard_of(s, shards) == index).then(|| OrderBook::new(config)))
             .collect();
-        let live_capacity = (limits.orders_per_symbol as usize).saturating_mul(symbols.len());
+        let tokens_per_account = limits.tokens_per_account as usize;
+        // Written once here: every page is touched before the first input.
+        let live = vec![NO_HANDLE; tokens_per_account * venue.accounts.len()].into_boxed_slice();
         Ok(Shard {
             index,
             specs,
             books,
-            live: HashMap::with_capacity_and_hasher(live_capacity, Default::default()),
             symbols,
+            live,
+            tokens_per_account,
+            ignored: None,
         })
     }
 
@@ -108,7 +128,18 @@ impl Shard {
             .sum()
     }
 
-    fn book(&self, symbol: u16) -> &OrderBook<Resting> {
+    /// Bytes held by the books and the live index (all allocated at construction).
+    pub fn allocated_bytes(&self) -> usize {
+        let books: usize = self
+            .books
+            .iter()
+            .flatten()
+            .map(|b| b.allocated_bytes())
+            .sum();
+        books + self.live.len() * std::mem::size_of::<u32>()
+    }
+
+    pub(crate) fn book(&self, symbol: u16) -> &OrderBook<Resting> {
         self.books[symbol as usize]
             .as_ref()
             .expect("symbol routed to its shard")
@@ -120,40 +151,61 @@ impl Shard {
             .expect("symbol routed to its shard")
     }
 
+    /// The live order of `account` recorded in `slot` with `token`, if it still rests.
+    pub(crate) fn live_order(
+        &self,
+        account: AccountId,
+        slot: u32,
+        token: &Token,
+        symbol: u16,
+    ) -> Option<OrderHandle> {
+        let handle = self.live[account.0 as usize * self.tokens_per_account + slot as usize];
+        if handle == NO_HANDLE {
+            return None;
+        }
+        let order = self.book(symbol).get_live(OrderHandle(handle))?;
+        (order.payload.account == account.0 && order.payload.token == *token)
+            .then_some(OrderHandle(handle))
+    }
+
     /// Handle one command; returns false for `Stop`.
     pub fn apply<O: ShardOut>(&mut self, cmd: &ShardCmd, out: &mut O) -> bool {
+        self.ignored = None;
         match *cmd {
             ShardCmd::Enter {
                 ts,
                 account,
                 symbol,
                 side,
+                slot,
                 order,
                 ..
-            } => self.enter(ts, account, symbol, side, &order, out),
+            } => self.enter(ts, account, symbol, side, slot, &order, out),
             ShardCmd::Cancel {
                 account,
                 symbol,
+                slot,
                 token,
                 shares,
                 ..
-            } => self.cancel(account, symbol, token, shares, out),
+            } => self.cancel(account, symbol, slot, &token, shares, out),
             ShardCmd::Replace {
                 seq,
-                ts,
-                account,
-                symbol,
-                order,
-                market,
-                tokens_full,
+                replacement_slot,
+                ..
             } => {
-                let consumed = self.replace(ts, account, symbol, &order, market, tokens_full, out);
-                if !tokens_full {
+                let consumed = self.replace(cmd, out);
+                if replacement_slot.is_some() {
                     out.verdict(Verdict { seq, consumed });
                 }
             }
-            ShardCmd::Tick { ts, .. } => self.expire(ts, out),
-            ShardCmd::EndOfDay { .. } => self.end_of_day(out),
+            ShardCmd::Sweep {
+                ts,
+                scope,
+                first,
+                last,
+                ..
+            } => self.sweep(ts, scope, first, last, out),
             ShardCmd::Snapshot { .. } => self.snapshot(out),
             ShardCmd::Stop => return false,
         }
@@ -163,12 +215,14 @@ impl Shard {
 
     // ---- order entry -------------------------------------------------------------------
 
+    #[allow(clippy::too_many_arguments)]
     fn enter<O: ShardOut>(
         &mut self,
         ts: Timestamp,
         account: AccountId,
         symbol: u16,
         side: Side,
+        slot: u32,
         o: &ouch::EnterOrder,
         out: &mut O,
     ) {
@@ -180,6 +234,7 @@ impl Shard {
             shares: o.shares.0,
             tif: o.tif,
             min_qty: o.min_qty.0,
+            slot,
             resting: Resting {
                 token: o.token,
                 account: account.0,
@@ -221,6 +276,7 @@ impl Shard {
         validate::dead_on_arrival(self.book(e.symbol), &Self::arrival(e))
     }
 
+    /// Execute a live order against the book, then cancel an IOC remainder or rest the rest.
     fn execute_and_rest<O: ShardOut>(&mut self, ts: Timestamp, mut e: Entry, out: &mut O) {
         let executed = self.execute(&e, out);
         e.resting.chain_executed += executed;
@@ -229,10 +285,13 @@ impl Shard {
             return;
         }
         if e.tif == validate::TIF_IOC {
-            out.event(ShardEvent::IocRemainder { shares: remaining });
+            out.event(ShardEvent::TakerCanceled {
+                shares: remaining,
+                reason: cancel_reason::IMMEDIATE_OR_CANCEL,
+            });
             return;
         }
-        let handle = self.insert(ts, &e, remaining);
+        let handle = self.rest(ts, &e, remaining);
         out.event(ShardEvent::Rested {
             slot: handle.0,
             side: e.side,
@@ -240,19 +299,19 @@ impl Shard {
         });
     }
 
-    fn insert(&mut self, ts: Timestamp, e: &Entry, shares: u32) -> OrderHandle {
+    fn rest(&mut self, ts: Timestamp, e: &Entry, shares: u32) -> OrderHandle {
         let deadline_ms = validate::deadline_ms(ts.0, e.tif);
         let hidden = !e.resting.displayed();
         let book = self.book_mut(e.symbol);
         let handle = book.insert(e.side, e.price, shares, hidden, deadline_ms, e.resting);
-        self.live
-            .insert((e.account.0, e.resting.token), (e.symbol, handle));
+        let at = e.account.0 as usize * self.tokens_per_account + e.slot as usize;
+        self.live[at] = handle.0;
         handle
     }
 
+    /// Match the taker; report each fill (the merge writes taker's, then maker's messages).
     fn execute<O: ShardOut>(&mut self, e: &Entry, out: &mut O) -> u32 {
-        let Shard { books, live, .. } = self;
-        let book = books[e.symbol as usize]
+        let book = self.books[e.symbol as usize]
             .as_mut()
             .expect("symbol routed to its shard");
         let remaining = book.execute(e.side, e.price, e.shares, |fill, maker| {
@@ -265,9 +324,6 @@ impl Shard {
                 price: fill.price,
                 maker_hidden: fill.maker_hidden,
             });
-            if fill.maker_leaves == 0 {
-                live.remove(&(maker.account, maker.token));
-            }
         });
         e.shares - remaining
     }
@@ -278,40 +334,37 @@ impl Shard {
         &mut self,
         account: AccountId,
         symbol: u16,
-        token: Token,
+        slot: u32,
+        token: &Token,
         intended: u32,
         out: &mut O,
     ) {
-        let Some(&(at, handle)) = self.live.get(&(account.0, token)) else {
+        let Some(handle) = self.live_order(account, slot, token, symbol) else {
+            self.ignored = Some("cancel of an unknown or dead token");
             return;
         };
-        debug_assert_eq!(at, symbol, "a token routes to its order's symbol");
         let book = self.book_mut(symbol);
         let before = book.get(handle);
         let (displayed, leaves) = (before.payload.displayed(), before.leaves);
         let decrement = book.reduce_to(handle, intended);
         if decrement == 0 {
+            self.ignored = Some("cancel reduces nothing");
             return;
-        }
-        let gone = decrement == leaves;
-        if gone {
-            self.live.remove(&(account.0, token));
         }
         out.event(ShardEvent::Canceled {
             symbol,
             slot: handle.0,
             account: account.0,
-            token,
+            token: *token,
             decrement,
             reason: cancel_reason::USER,
             displayed,
-            gone,
+            gone: decrement == leaves,
         });
     }
 
     /// An order left its book for a reason other than its owner's cancel.
-    fn removed<O: ShardOut>(&mut self, symbol: u16, r: &Removal<Resting>, reason: u8, out: &mut O) {
-        self.live.remove(&(r.payload.account, r.payload.token));
+    fn removed<O: ShardOut>(symbol: u16, r: &Removal<Resting>, reason: u8, out: &mut O) {
         out.event(ShardEvent::Canceled {
             symbol,
             slot: r.handle.0,
@@ -327,29 +380,29 @@ impl Shard {
     // ---- replace -----------------------------------------------------------------------
 
     /// The four outcomes of PROTOCOLS.md 2.6. Returns whether the replacement token is used.
-    #[allow(clippy::too_many_arguments)]
-    fn replace<O: ShardOut>(
-        &mut self,
-        ts: Timestamp,
-        account: AccountId,
-        symbol: u16,
-        u: &ouch::ReplaceOrder,
-        market: Market,
-        tokens_full: bool,
-        out: &mut O,
-    ) -> bool {
-        let Some(&(at, handle)) = self.live.get(&(account.0, u.existing)) else {
-            return false; // outcome 1: not live, ignored
+    fn replace<O: ShardOut>(&mut self, cmd: &ShardCmd, out: &mut O) -> bool {
+        let ShardCmd::Replace {
+            ts,
+            account,
+            symbol,
+            existing_slot,
+            replacement_slot,
+            order: u,
+            market,
+            ..
+        } = *cmd
+        else {
+            unreachable!("a replace command");
         };
-        debug_assert_eq!(at, symbol, "a token routes to its order's symbol");
-        let market = MarketState {
-            halted: market.halted,
-            closed: market.closed,
+        let Some(handle) = self.live_order(account, existing_slot, &u.existing, symbol) else {
+            self.ignored = Some("replace of an order that is not live"); // outcome 1
+            return false;
         };
-        match validate::check_replace(u, &self.specs[symbol as usize], market) {
+        let tokens_full = replacement_slot.is_none();
+        match validate::check_replace(&u, &self.specs[symbol as usize], market_state(market)) {
             Err(ReplaceFault::Invalid) => {
                 let removal = self.book_mut(symbol).remove(handle);
-                self.removed(symbol, &removal, cancel_reason::USER, out);
+                Self::removed(symbol, &removal, cancel_reason::USER, out);
                 return false;
             }
             Err(ReplaceFault::Rejected(reason)) => {
@@ -367,6 +420,7 @@ impl Shard {
             shares: u.shares.0.saturating_sub(old.payload.chain_executed),
             tif: u.tif,
             min_qty: u.min_qty.0,
+            slot: 0,
             resting: Resting {
                 display: u.display,
                 ..*old.payload
@@ -376,16 +430,17 @@ impl Shard {
             out.event(ShardEvent::Rejected { reason: why::OTHER });
             return !tokens_full;
         }
-        if tokens_full {
+        let Some(slot) = replacement_slot else {
             out.event(ShardEvent::Rejected { reason: why::OTHER });
             return false;
-        }
+        };
         let old = self.book_mut(symbol).remove(handle);
-        self.live.remove(&(account.0, u.existing));
-        self.enter_replacement(ts, account, symbol, &old, u, out);
+        self.enter_replacement(ts, account, symbol, &old, &u, slot, out);
         true
     }
 
+    /// Outcome 4: the old order is off the book; enter the replacement with new priority.
+    #[allow(clippy::too_many_arguments)]
     fn enter_replacement<O: ShardOut>(
         &mut self,
         ts: Timestamp,
@@ -393,6 +448,7 @@ impl Shard {
         symbol: u16,
         old: &Removal<Resting>,
         u: &ouch::ReplaceOrder,
+        slot: u32,
         out: &mut O,
     ) {
         let exposure = u.shares.0.saturating_sub(old.payload.chain_executed);
@@ -404,6 +460,7 @@ impl Shard {
             shares: exposure,
             tif: u.tif,
             min_qty: u.min_qty.0,
+            slot,
             resting: Resting {
                 token: u.replacement,
                 display: u.display,
@@ -413,7 +470,6 @@ impl Shard {
         let dead = self.dead_on_arrival(&entry);
         let replaced = |feed| ShardEvent::Replaced {
             old_slot: old.handle.0,
-            old_token: old.payload.token,
             side_letter: old.payload.side_letter,
             capacity: old.payload.capacity,
             exposure,
@@ -421,7 +477,7 @@ impl Shard {
             feed,
         };
         if self.publish_as_itch_replace(old, &entry, dead) {
-            let handle = self.insert(ts, &entry, exposure);
+            let handle = self.rest(ts, &entry, exposure);
             out.event(replaced(ReplaceFeed::Replace { new_slot: handle.0 }));
             return;
         }
@@ -436,6 +492,8 @@ impl Shard {
         }
     }
 
+    /// ITCH `U` only when old and new are displayed with the same attribution and the
+    /// replacement rests without executing (DESIGN.md 4).
     fn publish_as_itch_replace(&self, old: &Removal<Resting>, new: &Entry, dead: bool) -> bool {
         let attributed = |d: u8| d == b'A';
         !dead
@@ -446,37 +504,52 @@ impl Shard {
             && !self.book(new.symbol).crosses(new.side, new.price)
     }
 
-    // ---- time, day boundaries, snapshots -----------------------------------------------
+    // ---- sweeps and snapshots ----------------------------------------------------------
 
-    fn expire<O: ShardOut>(&mut self, ts: Timestamp, out: &mut O) {
-        let now_ms = u32::try_from(ts.0 / 1_000_000).unwrap_or(u32::MAX);
+    fn sweep<O: ShardOut>(
+        &mut self,
+        ts: Timestamp,
+        scope: SweepScope,
+        first: u16,
+        last: u16,
+        out: &mut O,
+    ) {
         for i in 0..self.symbols.len() {
             let symbol = self.symbols[i];
-            let limit = self.book(symbol).order_capacity();
-            for _ in 0..limit {
-                let Some(removal) = self.book_mut(symbol).expire_next(now_ms) else {
-                    break;
-                };
-                self.removed(symbol, &removal, cancel_reason::TIME_IN_FORCE, out);
+            if symbol < first || symbol > last {
+                continue;
+            }
+            match scope {
+                SweepScope::Expired => self.expire(symbol, ts, out),
+                SweepScope::All => self.cancel_all(symbol, cancel_reason::CLOSED, out),
             }
             out.event(ShardEvent::SymbolDone);
         }
     }
 
-    fn end_of_day<O: ShardOut>(&mut self, out: &mut O) {
-        for i in 0..self.symbols.len() {
-            let symbol = self.symbols[i];
-            for side in [Side::Buy, Side::Sell] {
-                let limit = self.book(symbol).order_capacity();
-                for _ in 0..limit {
-                    let Some(handle) = self.book(symbol).first_in_priority(side) else {
-                        break;
-                    };
-                    let removal = self.book_mut(symbol).remove(handle);
-                    self.removed(symbol, &removal, cancel_reason::CLOSED, out);
-                }
+    /// Expire what is due in `symbol` (Canceled `T`), in deadline order.
+    fn expire<O: ShardOut>(&mut self, symbol: u16, ts: Timestamp, out: &mut O) {
+        let now_ms = u32::try_from(ts.0 / 1_000_000).unwrap_or(u32::MAX);
+        let limit = self.book(symbol).order_capacity();
+        for _ in 0..limit {
+            let Some(removal) = self.book_mut(symbol).expire_next(now_ms) else {
+                break;
+            };
+            Self::removed(symbol, &removal, cancel_reason::TIME_IN_FORCE, out);
+        }
+    }
+
+    /// Cancel every order of `symbol`, bids then asks, each side in priority order.
+    fn cancel_all<O: ShardOut>(&mut self, symbol: u16, reason: u8, out: &mut O) {
+        for side in [Side::Buy, Side::Sell] {
+            let limit = self.book(symbol).order_capacity();
+            for _ in 0..limit {
+                let Some(handle) = self.book(symbol).first_in_priority(side) else {
+                    break;
+                };
+                let removal = self.book_mut(symbol).remove(handle);
+                Self::removed(symbol, &removal, reason, out);
             }
-            out.event(ShardEvent::SymbolDone);
         }
     }
 
@@ -500,5 +573,12 @@ impl Shard {
             }
             out.event(ShardEvent::SymbolDone);
         }
+    }
+}
+
+fn market_state(m: Market) -> MarketState {
+    MarketState {
+        halted: m.halted,
+        closed: m.closed,
     }
 }

@@ -1,0 +1,663 @@
+//! One venue node: the sequencer (the journal), the state machine behind it (its stages
+//! inline or on threads, [`crate::engine::Pipeline`]) and the output streams.
+//!
+//! Journal first: every input is stamped and appended before the state machine sees it. Its
+//! outputs are appended held; the node ends each batch with a group commit and releases the
+//! batch once it is durable by the configured mode — the same markers for both layouts (see
+//! [`super::output`]).
+
+use super::output::{FeedOut, Streams};
+use crate::config::{Config, Layout};
+use crate::engine::Pipeline;
+use crate::engine::threaded::{Sharded, ShardedConfig};
+use crate::exchange::{Admin, Command, Exchange, Input, Marker, Outcome, Split};
+use crate::gateway::Intake;
+use crate::journal::{
+    Durability, DurabilityGate, JournalConfig, JournalReader, JournalWriter, RecoveryReport,
+    day_epoch_of,
+};
+use crate::limits;
+use crate::marketdata::glimpse::{PendingSnapshot, SnapshotDesk, Waker};
+use crate::replay;
+use crate::sequencer::record::{
+    self, DayHeader, KIND_ADMIN, KIND_OUCH, KIND_START_OF_DAY, KIND_TICK,
+};
+use crate::sequencer::{Clock, Sequencer};
+use crate::stream::{StreamReader, StreamWriter, stream};
+use crate::types::{AccountId, Timestamp};
+use crate::wire::ouch::Inbound;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// What the sequencer's thread and the output stage share (the same thread in the compact
+/// layout, two threads in the sharded one).
+#[derive(Default)]
+pub struct OutputShared {
+    /// The day's End of Messages is released.
+    pub(crate) day_ended: AtomicBool,
+    /// The last input whose outputs are released.
+    pub(crate) released_seq: AtomicU64,
+    /// A stream refused an append: the venue must stop.
+    pub(crate) fatal: Mutex<Option<String>>,
+    /// Wakes the gateway when replies are released (the output thread's release).
+    pub(crate) waker: OnceLock<Waker>,
+    /// GLIMPSE requests travelling the pipeline, by id (at most the GLIMPSE connections).
+    pub(crate) snapshots: Mutex<Vec<(u64, PendingSnapshot)>>,
+}
+
+pub struct Node<C: Clock, F: FeedOut> {
+    pipeline: Pipeline<Streams<F>>,
+    sequencer: Sequencer<C>,
+    shared: Arc<OutputShared>,
+    pub header: DayHeader,
+    ouch_readers: Vec<StreamReader>,
+    itch_reader: StreamReader,
+    gate: DurabilityGate,
+    last_tick: Timestamp,
+    tick_ns: u64,
+    /// A journal or stream failure: stop taking inputs and shut down.
+    pub fatal: Option<String>,
+    pub recovery: RecoveryReport,
+    /// The last input a batch end was marked for, and the last released.
+    batch_end_seq: u64,
+    released_seq: u64,
+    /// Batch ends marked and not yet released, oldest first.
+    unreleased: VecDeque<u64>,
+    next_snapshot: u64,
+}
+
+impl<C: Clock, F: FeedOut> Node<C, F> {
+    /// Open (or start) the journal, replay it to rebuild the state and the streams, then open
+    /// the feed (`make_feed(next_seq)`). Returns a node ready for new inputs. `progress(done,
+    /// total)` reports the replay.
+    ///
+    /// The sharded layout replays through the same stages in one thread, then starts its
+    /// threads from that state. A new day's opening messages are multicast once the feed is
+    /// open; a recovered day's are not sent again.
+    pub fn recover(
+        config: &Config,
+        clock: C,
+        make_feed: impl FnOnce(u64) -> Result<F, String>,
+        progress: impl FnMut(u64, u64),
+    ) -> Result<Self, String> {
+        let mut clock = clock;
+        let day_epoch = day_epoch_of(clock.unix_ns());
+        let mut opened = Opened::open(config, clock, day_epoch, config.engine.layout, progress)?;
+        let new_day = opened.report.last_seq == 0;
+        if new_day {
+            opened.start_day()?;
+        }
+        // A new day's feed starts at 1 with the opening messages; a recovered day's feed
+        // continues after what it released before the restart.
+        let next_itch = if new_day {
+            1
+        } else {
+            opened.streams.next_itch_seq()
+        };
+        opened.streams.open_feed(make_feed(next_itch)?);
+        if new_day {
+            opened.streams.publish_from_start();
+        }
+        opened.into_node(config)
+    }
+
+    /// A standby's node (compact layout): the journal recovered and replayed, but no day
+    /// started (the primary's records, start of day included, arrive through
+    /// [`Self::apply_replicated`]) and no feed until it takes over ([`Self::open_feed`]). A new
+    /// journal gets the primary's day epoch.
+    pub fn follower(
+        config: &Config,
+        clock: C,
+        day_epoch_unix_ns: u64,
+        progress: impl FnMut(u64, u64),
+    ) -> Result<Self, String> {
+        Opened::open(config, clock, day_epoch_unix_ns, Layout::Compact, progress)?.into_node(config)
+    }
+
+    /// Open the market-data feed at the next ITCH sequence number (a standby taking over).
+    pub fn open_feed(
+        &mut self,
+        make_feed: impl FnOnce(u64) -> Result<F, String>,
+    ) -> Result<(), String> {
+        let Some(streams) = self.pipeline.output() else {
+            return Err("a standby runs the compact layout".into());
+        };
+        let next = streams.next_itch_seq();
+        streams.open_feed(make_feed(next)?);
+        Ok(())
+    }
+
+    /// A standby applies a record from the primary: journal it with the primary's timestamp
+    /// (it must get the same sequence number), then apply it.
+    pub fn apply_replicated(
+        &mut self,
+        seq: u64,
+        timestamp: Timestamp,
+        kind: u8,
+        payload: &[u8],
+    ) -> Result<(), String> {
+        let own = self
+            .sequencer
+            .append_at(timestamp, kind, payload)
+            .map_err(|e| e.to_string())?;
+        if own != seq {
+            return Err(format!(
+                "replicated record {seq} landed at {own} in this journal"
+            ));
+        }
+        if kind == KIND_START_OF_DAY {
+            let header = DayHeader::decode(payload).map_err(|e| e.0)?;
+            if header != self.header {
+                return Err("the primary's journal has other sessions or another venue definition than this config".into());
+            }
+        }
+        let command = record::decode(kind, payload).map_err(|e| e.0)?;
+        self.pipeline.apply(&Input {
+            seq,
+            timestamp,
+            command,
+        });
+        self.take_fatal().map_or(Ok(()), Err)
+    }
+
+    /// Make everything applied so far durable and release it (a standby acks what this
+    /// returns).
+    pub fn flush_journal(&mut self) -> Result<u64, String> {
+        self.sequencer.flush().map_err(|e| e.to_string())?;
+        let last = self.last_seq();
+        self.mark_batch_end(last);
+        self.release_through(last);
+        Ok(last)
+    }
+
+    /// The journal's confirmed-by-standby number (raised by the replication server).
+    pub fn confirmed_seq_handle(&self) -> Arc<AtomicU64> {
+        self.sequencer.journal().confirmed_seq_handle()
+    }
+
+    pub fn ouch_streams(&self) -> &[StreamReader] {
+        &self.ouch_readers
+    }
+
+    pub fn itch_stream(&self) -> &StreamReader {
+        &self.itch_reader
+    }
+
+    fn take_fatal(&mut self) -> Option<String> {
+        let fatal = self.shared.fatal.lock().expect("not poisoned").take();
+        if let Some(f) = &fatal {
+            self.fatal.get_or_insert(f.clone());
+        }
+        fatal
+    }
+
+    /// Journal and apply one input. Nothing is taken once a fatal error happened.
+    fn sequence(&mut self, kind: u8, payload: &[u8], command: Command) -> Option<Outcome> {
+        if self.fatal.is_some() {
+            return None;
+        }
+        let (seq, timestamp) = match self.sequencer.append(kind, payload) {
+            Ok(x) => x,
+            Err(e) => {
+                self.fatal = Some(format!("journal append failed: {e}"));
+                return None;
+            }
+        };
+        let input = Input {
+            seq,
+            timestamp,
+            command,
+        };
+        Some(self.pipeline.apply(&input))
+    }
+
+    pub fn admin(&mut self, admin: Admin) -> Option<Outcome> {
+        let mut payload = [0u8; 3];
+        let n = record::encode_admin(admin, &mut payload);
+        self.sequence(KIND_ADMIN, &payload[..n], Command::Admin(admin))
+    }
+
+    /// Journal a timer input when orders can expire and a tick interval has passed.
+    pub fn tick_if_due(&mut self) {
+        if self.pipeline.expiring_orders() == 0 || !self.ready_for_input() {
+            return;
+        }
+        let now = self.sequencer.now();
+        if now.0.saturating_sub(self.last_tick.0) < self.tick_ns {
+            return;
+        }
+        self.last_tick = now;
+        self.sequence(KIND_TICK, &[], Command::Tick);
+    }
+
+    /// May the sequencer take another input now? Not while the rings to the shard threads
+    /// are nearly full, nor while as many batches as the output stage can track wait for
+    /// their release (`replicated`: the standby's confirmation). When it may not, the caller
+    /// ends the batch and reads no more input until it may: back-pressure on the sockets.
+    pub fn ready_for_input(&self) -> bool {
+        self.fatal.is_none()
+            && self.unreleased.len() < limits::UNRELEASED_BATCHES_MAX
+            && self.pipeline.room_for_input()
+    }
+
+    /// End of a batch: make it durable (group commit), mark it, and release what the
+    /// durability mode allows. Returns whether everything sequenced is released.
+    pub fn end_batch(&mut self) -> bool {
+        let last = self.last_seq();
+        if last > self.batch_end_seq {
+            if let Err(e) = self.sequencer.flush() {
+                self.fatal
+                    .get_or_insert(format!("journal flush failed: {e}"));
+                return false;
+            }
+            self.mark_batch_end(last);
+        }
+        self.try_release()
+    }
+
+    fn mark_batch_end(&mut self, seq: u64) {
+        if seq > self.batch_end_seq {
+            assert!(self.unreleased.len() < limits::UNRELEASED_BATCHES_MAX);
+            self.batch_end_seq = seq;
+            self.unreleased.push_back(seq);
+            self.pipeline.marker(Marker::BatchEnd { seq });
+        }
+    }
+
+    /// Release every marked batch the durability mode allows now. Returns whether everything
+    /// sequenced is released (the caller may then send replies and take snapshots).
+    pub fn try_release(&mut self) -> bool {
+        let releasable = self.gate.releasable_seq().min(self.batch_end_seq);
+        self.release_through(releasable);
+        self.take_fatal();
+        self.released_seq == self.last_seq()
+    }
+
+    fn release_through(&mut self, seq: u64) {
+        if seq > self.released_seq {
+            self.released_seq = seq;
+            self.pipeline.marker(Marker::Release { seq });
+            while self.unreleased.front().is_some_and(|&b| b <= seq) {
+                self.unreleased.pop_front();
+            }
+        }
+    }
+
+    /// The last input whose outputs the output stage has released.
+    pub fn released_seq(&self) -> u64 {
+        self.shared.released_seq.load(Ordering::Acquire)
+    }
+
+    /// Inputs are journaled but not yet released (a standby's confirmation is awaited).
+    pub fn awaiting_release(&self) -> bool {
+        self.released_seq < self.last_seq()
+    }
+
+    /// The output stage's timers when it runs on this thread.
+    pub fn idle(&mut self) {
+        self.pipeline.idle();
+    }
+
+    /// The journal's current time (for stamps outside inputs, e.g. GLIMPSE snapshots).
+    pub fn now(&mut self) -> Timestamp {
+        self.sequencer.now()
+    }
+
+    /// The day's End of Messages is released.
+    pub fn day_ended(&self) -> bool {
+        self.shared.day_ended.load(Ordering::Acquire)
+    }
+
+    /// The inline exchange (tools and tests); None in the sharded layout.
+    pub fn exchange(&self) -> Option<&Exchange> {
+        self.pipeline.exchange()
+    }
+
+    /// Last sequenced input.
+    pub fn last_seq(&self) -> u64 {
+        self.sequencer.next_seq() - 1
+    }
+
+    /// `seq=… resting=… order_refs=… matches=…` for the admin status line (sharded: as far
+    /// as the output stage has merged).
+    pub fn status(&self) -> String {
+        let s = self.pipeline.status();
+        format!(
+            "seq={} resting={} order_refs={} matches={} merged_seq={} released_seq={}",
+            s.last_seq,
+            s.resting,
+            s.order_refs,
+            s.matches,
+            s.merged_seq,
+            self.shared.released_seq.load(Ordering::Acquire)
+        )
+    }
+
+    /// Answer GLIMPSE requests between two inputs, once everything sequenced is released (a
+    /// snapshot never shows state a crash could take back). The request travels the pipeline
+    /// like an input; the output stage answers it.
+    pub fn answer_snapshots(&mut self, desk: &SnapshotDesk) {
+        if self.awaiting_release() {
+            return;
+        }
+        let ts = self.sequencer.now();
+        let (pipeline, shared, next) = (&mut self.pipeline, &self.shared, &mut self.next_snapshot);
+        desk.take_snapshot_requests(|request| {
+            let id = *next;
+            *next += 1;
+            shared
+                .snapshots
+                .lock()
+                .expect("not poisoned")
+                .push((id, request));
+            pipeline.snapshot(ts, id);
+        });
+    }
+
+    /// Wake the gateway thread when the output stage has released new replies.
+    pub fn set_output_waker(&self, wake: Waker) {
+        let _ = self.shared.waker.set(wake);
+    }
+
+    /// Wait (bounded) until the output stage has released every sequenced input.
+    pub fn drain_outputs(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let last = self.last_seq();
+        while self.shared.released_seq.load(Ordering::Acquire) < last && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
+/// A journal opened and replayed, before the feed and (sharded) the threads start.
+struct Opened<C: Clock, F: FeedOut> {
+    sequencer: Sequencer<C>,
+    header: DayHeader,
+    core: Replaying,
+    streams: Streams<F>,
+    shared: Arc<OutputShared>,
+    ouch_readers: Vec<StreamReader>,
+    itch_reader: StreamReader,
+    report: RecoveryReport,
+}
+
+impl<C: Clock, F: FeedOut> Opened<C, F> {
+    fn open(
+        config: &Config,
+        clock: C,
+        day_epoch: u64,
+        layout: Layout,
+        mut progress: impl FnMut(u64, u64),
+    ) -> Result<Self, String> {
+        let journal_config = journal_config(config);
+        let (writer, report) =
+            JournalWriter::open_or_create(journal_config, day_epoch).map_err(|e| e.to_string())?;
+        if let Some(tail) = &report.torn_tail {
+            tracing::warn!(path = %tail.path.display(), offset = tail.offset_bytes, cut_bytes = tail.cut_bytes, "journal: cut a torn tail ({})", tail.reason);
+        }
+        let accounts = config.accounts.len();
+        let (ouch_writers, ouch_readers) = streams(
+            accounts,
+            limits::OUCH_STREAM_BYTES,
+            limits::OUCH_STREAM_MESSAGES,
+        )?;
+        let (itch, itch_reader) = stream(limits::ITCH_STREAM_BYTES, limits::ITCH_STREAM_MESSAGES)
+            .map_err(|e| e.to_string())?;
+        let shared = Arc::new(OutputShared::default());
+        let mut streams = Streams::new(ouch_writers, itch, itch_reader.clone(), shared.clone());
+        let header = DayHeader {
+            format: DayHeader::FORMAT,
+            gateway_session: config.gateway.session.clone(),
+            feed_session: config.feed.session.clone(),
+            venue: config.venue(),
+        };
+        let sequencer = Sequencer::new(writer, clock);
+        let venue = &header.venue;
+        let mut core = match layout {
+            Layout::Compact => Replaying::Compact(Box::new(
+                Exchange::new(venue.clone()).map_err(|e| e.to_string())?,
+            )),
+            Layout::Sharded => Replaying::Sharded(Box::new(
+                Split::new(venue, config.engine.shards as usize).map_err(|e| e.to_string())?,
+            )),
+        };
+        if report.last_seq > 0 {
+            replay_journal(
+                &config.journal.dir,
+                report.last_seq,
+                &header,
+                &mut core,
+                &mut streams,
+                &mut progress,
+            )?;
+            // What the journal holds is durable: release it all.
+            core.marker(
+                Marker::BatchEnd {
+                    seq: report.last_seq,
+                },
+                &mut streams,
+            );
+            core.marker(
+                Marker::Release {
+                    seq: report.last_seq,
+                },
+                &mut streams,
+            );
+        }
+        if let Some(full) = shared.fatal.lock().expect("not poisoned").take() {
+            return Err(full);
+        }
+        Ok(Opened {
+            sequencer,
+            header,
+            core,
+            streams,
+            shared,
+            ouch_readers,
+            itch_reader,
+            report,
+        })
+    }
+
+    /// Journal and apply the first input of a new day, durable and released.
+    fn start_day(&mut self) -> Result<(), String> {
+        let payload = self.header.encode();
+        let (seq, timestamp) = self
+            .sequencer
+            .append(KIND_START_OF_DAY, &payload)
+            .map_err(|e| e.to_string())?;
+        assert_eq!(seq, 1, "a new journal starts at 1");
+        let input = Input {
+            seq,
+            timestamp,
+            command: Command::StartOfDay,
+        };
+        self.core.apply(&input, &mut self.streams);
+        self.sequencer.flush().map_err(|e| e.to_string())?;
+        self.core
+            .marker(Marker::BatchEnd { seq }, &mut self.streams);
+        self.core.marker(Marker::Release { seq }, &mut self.streams);
+        Ok(())
+    }
+
+    /// Start the layout's machinery around the replayed state.
+    fn into_node(self, config: &Config) -> Result<Node<C, F>, String> {
+        let Opened {
+            sequencer,
+            header,
+            core,
+            mut streams,
+            shared,
+            ouch_readers,
+            itch_reader,
+            report,
+        } = self;
+        let pipeline = match core {
+            Replaying::Compact(exchange) => Pipeline::Inline {
+                exchange,
+                out: streams,
+            },
+            Replaying::Sharded(split) => {
+                let (front, shards, merge) = split.into_parts(&mut streams);
+                let threads = ShardedConfig {
+                    shards: config.engine.shards as usize,
+                    wait: config.engine.wait,
+                    ring_slots: config.engine.ring_slots as usize,
+                    pin_cores: config.engine.pin_cores,
+                };
+                Pipeline::Threads(Box::new(Sharded::from_parts(
+                    front, shards, merge, &threads, streams,
+                )?))
+            }
+        };
+        let last_seq = sequencer.next_seq() - 1;
+        let gate = sequencer.journal().durability_gate();
+        Ok(Node {
+            pipeline,
+            sequencer,
+            shared,
+            header,
+            ouch_readers,
+            itch_reader,
+            gate,
+            last_tick: Timestamp(0),
+            tick_ns: config.engine.tick_ms.max(1) * 1_000_000,
+            fatal: None,
+            recovery: report,
+            batch_end_seq: last_seq,
+            released_seq: last_seq,
+            unreleased: VecDeque::with_capacity(limits::UNRELEASED_BATCHES_MAX),
+            next_snapshot: 1,
+        })
+    }
+}
+
+/// The state being rebuilt by replay, before the sharded threads start.
+enum Replaying {
+    Compact(Box<Exchange>),
+    Sharded(Box<Split>),
+}
+
+impl Replaying {
+    fn apply<F: FeedOut>(&mut self, input: &Input, streams: &mut Streams<F>) {
+        match self {
+            Replaying::Compact(exchange) => {
+                exchange.apply(input, streams);
+            }
+            Replaying::Sharded(split) => {
+                split.apply(input, streams);
+            }
+        }
+    }
+
+    fn marker<F: FeedOut>(&mut self, marker: Marker, streams: &mut Streams<F>) {
+        match self {
+            Replaying::Compact(exchange) => exchange.marker(marker, streams),
+            Replaying::Sharded(split) => split.marker(marker, streams),
+        }
+    }
+}
+
+fn replay_journal<F: FeedOut>(
+    dir: &std::path::Path,
+    last_seq: u64,
+    header: &DayHeader,
+    core: &mut Replaying,
+    streams: &mut Streams<F>,
+    progress: &mut impl FnMut(u64, u64),
+) -> Result<(), String> {
+    let mut reader = JournalReader::open(dir, 1).map_err(|e| e.to_string())?;
+    let (journal_header, timestamp) =
+        replay::read_header(&mut reader).map_err(|e| e.to_string())?;
+    if journal_header != *header {
+        return Err(format!(
+            "the journal in {} was started with other sessions or another venue definition (symbols, accounts, limits) than this config; use its config or a new journal directory",
+            dir.display()
+        ));
+    }
+    let start = Input {
+        seq: 1,
+        timestamp,
+        command: Command::StartOfDay,
+    };
+    core.apply(&start, streams);
+    let mut done = 1;
+    while let Some(r) = reader.next().map_err(|e| e.to_string())? {
+        let command = record::decode(r.kind, r.payload)
+            .map_err(|e| format!("journal record {}: {}", r.seq, e.0))?;
+        let input = Input {
+            seq: r.seq,
+            timestamp: r.timestamp,
+            command,
+        };
+        core.apply(&input, streams);
+        done += 1;
+        if done % (1 << 16) == 0 {
+            progress(done, last_seq);
+        }
+        if r.seq == last_seq {
+            break;
+        }
+    }
+    progress(done, last_seq);
+    if done != last_seq {
+        return Err(format!(
+            "journal replay read {done} records, recovery counted {last_seq}"
+        ));
+    }
+    Ok(())
+}
+
+impl<C: Clock, F: FeedOut> Intake for Node<C, F> {
+    fn submit(&mut self, account: AccountId, raw: &[u8], message: &Inbound) {
+        let mut payload = [0u8; record::OUCH_RECORD_BYTES_MAX];
+        let n = record::encode_ouch(account, raw, &mut payload);
+        self.sequence(
+            KIND_OUCH,
+            &payload[..n],
+            Command::Ouch {
+                account,
+                message: *message,
+            },
+        );
+    }
+
+    fn has_room(&self) -> bool {
+        self.ready_for_input()
+    }
+}
+
+fn journal_durability(mode: crate::config::DurabilityMode) -> Durability {
+    match mode {
+        crate::config::DurabilityMode::Async => Durability::Async,
+        crate::config::DurabilityMode::Flush => Durability::Flush,
+        crate::config::DurabilityMode::Replicated => Durability::Replicated,
+    }
+}
+
+pub(crate) fn journal_config(config: &Config) -> JournalConfig {
+    let durability = journal_durability(config.journal.durability);
+    JournalConfig {
+        segment_bytes: config.journal.segment_bytes,
+        max_payload_bytes: config.journal.max_payload_bytes,
+        durability,
+        create_dir: true,
+        ..JournalConfig::new(&config.journal.dir)
+    }
+}
+
+type StreamSet = (Vec<StreamWriter>, Vec<StreamReader>);
+
+fn streams(count: usize, bytes: u64, messages: u64) -> Result<StreamSet, String> {
+    let mut writers = Vec::with_capacity(count);
+    let mut readers = Vec::with_capacity(count);
+    for _ in 0..count {
+        let (w, r) =
+            stream(bytes, messages).map_err(|e| format!("cannot reserve an OUCH stream: {e}"))?;
+        writers.push(w);
+        readers.push(r);
+    }
+    Ok((writers, readers))
+}

@@ -1,0 +1,293 @@
+//! The output stage: where the merged OUCH and ITCH messages go, in both layouts (inline on
+//! the sequencer's thread, or on the output thread).
+//!
+//! One release mechanism: every message is encoded once and appended to its stream *held*
+//! (invisible to readers). The front marks batch ends and, once a batch is durable by the
+//! configured mode, releases it — both as markers in the output sequence. At a batch end the
+//! stage notes how long each stream it touched is; at a release it publishes the streams
+//! through those lengths, hands the released ITCH messages to the multicast feed and wakes the
+//! gateway to send the replies. So no reply, no multicast packet and no re-request answer ever
+//! shows an input a crash could take back, and nothing downstream waits for durability.
+
+use super::node::OutputShared;
+use crate::engine::threaded::OutputStage;
+use crate::exchange::{Marker, Sink};
+use crate::limits;
+use crate::marketdata::glimpse::SnapshotEncoder;
+use crate::stream::{StreamReader, StreamWriter};
+use crate::types::AccountId;
+use crate::wire::{itch, ouch};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// Where released ITCH messages go: the multicast publisher.
+pub trait FeedOut: Send + 'static {
+    fn publish(&mut self, message: &[u8], now_ns: u64);
+    /// No further output is pending: send the partial packet.
+    fn flush(&mut self, now_ns: u64);
+    fn poll_timers(&mut self, now_ns: u64);
+    fn end_of_session(&mut self, now_ns: u64);
+}
+
+/// A feed that sends nothing (replay-only use and tests of the gateway alone).
+pub struct NoFeed;
+
+impl FeedOut for NoFeed {
+    fn publish(&mut self, _: &[u8], _: u64) {}
+    fn flush(&mut self, _: u64) {}
+    fn poll_timers(&mut self, _: u64) {}
+    fn end_of_session(&mut self, _: u64) {}
+}
+
+impl FeedOut for crate::marketdata::publisher::FeedPublisher {
+    fn publish(&mut self, message: &[u8], now_ns: u64) {
+        crate::marketdata::publisher::FeedPublisher::publish(self, message, now_ns);
+    }
+    fn flush(&mut self, now_ns: u64) {
+        crate::marketdata::publisher::FeedPublisher::flush(self, now_ns);
+    }
+    fn poll_timers(&mut self, now_ns: u64) {
+        crate::marketdata::publisher::FeedPublisher::poll_timers(self, now_ns);
+    }
+    fn end_of_session(&mut self, now_ns: u64) {
+        crate::marketdata::publisher::FeedPublisher::end_of_session(self, now_ns);
+    }
+}
+
+/// Stream lengths at a batch end, waiting for the batch's release.
+#[derive(Clone, Copy, Debug)]
+struct Checkpoint {
+    seq: u64,
+    itch_len: u64,
+    /// Entries of `Streams::touched` that belong to this checkpoint (the next ones in order).
+    touched: usize,
+}
+
+/// The output stage: OUCH streams per account, the ITCH stream, the feed.
+pub struct Streams<F: FeedOut> {
+    ouch: Vec<StreamWriter>,
+    itch: StreamWriter,
+    itch_reader: StreamReader,
+    /// None until the feed opens (recovery, a standby before it takes over): streams are
+    /// rebuilt and released, nothing is multicast.
+    feed: Option<F>,
+    /// ITCH messages handed to the feed so far.
+    itch_fed: u64,
+    /// Accounts whose stream got a message since the last batch end, and the flags behind it.
+    batch_touched: Vec<u16>,
+    batch_touched_flag: Vec<bool>,
+    /// (account, stream length) per touched account at each pending checkpoint, in order.
+    touched: VecDeque<(u16, u64)>,
+    checkpoints: VecDeque<Checkpoint>,
+    /// ITCH count through End of Messages, once it is appended.
+    end_of_messages_at: Option<u64>,
+    feed_ended: bool,
+    shared: Arc<OutputShared>,
+    started: Instant,
+    last_timers_ns: u64,
+    snapshot: Option<(u64, SnapshotEncoder)>,
+}
+
+impl<F: FeedOut> Streams<F> {
+    pub fn new(
+        ouch: Vec<StreamWriter>,
+        itch: StreamWriter,
+        itch_reader: StreamReader,
+        shared: Arc<OutputShared>,
+    ) -> Self {
+        let accounts = ouch.len();
+        let batches = limits::UNRELEASED_BATCHES_MAX;
+        Streams {
+            ouch,
+            itch,
+            itch_reader,
+            feed: None,
+            itch_fed: 0,
+            batch_touched: Vec::with_capacity(accounts),
+            batch_touched_flag: vec![false; accounts],
+            touched: VecDeque::with_capacity(accounts * (batches + 1)),
+            checkpoints: VecDeque::with_capacity(batches + 1),
+            end_of_messages_at: None,
+            feed_ended: false,
+            shared,
+            started: Instant::now(),
+            last_timers_ns: 0,
+            snapshot: None,
+        }
+    }
+
+    /// Open the feed: it continues after every ITCH message released so far (those were
+    /// multicast by whoever held the feed before, or are a recovered day's).
+    pub fn open_feed(&mut self, feed: F) {
+        self.itch_fed = self.itch.published();
+        self.feed = Some(feed);
+    }
+
+    /// Multicast a new day's opening messages, released before the feed opened.
+    pub fn publish_from_start(&mut self) {
+        self.itch_fed = 0;
+        self.feed_released();
+    }
+
+    /// Next MoldUDP64 sequence number of what is released.
+    pub fn next_itch_seq(&self) -> u64 {
+        self.itch.published() + 1
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+
+    fn fail(&self, why: String) {
+        let mut fatal = self.shared.fatal.lock().expect("not poisoned");
+        fatal.get_or_insert(why);
+    }
+
+    fn batch_end(&mut self, seq: u64) {
+        for &account in &self.batch_touched {
+            let len = self.ouch[account as usize].len();
+            self.touched.push_back((account, len));
+            self.batch_touched_flag[account as usize] = false;
+        }
+        let touched = self.batch_touched.len();
+        self.batch_touched.clear();
+        assert!(
+            self.checkpoints.len() < self.checkpoints.capacity(),
+            "unreleased batches are bounded by the sequencer"
+        );
+        self.checkpoints.push_back(Checkpoint {
+            seq,
+            itch_len: self.itch.len(),
+            touched,
+        });
+    }
+
+    fn release(&mut self, seq: u64) {
+        let mut released = false;
+        while self.checkpoints.front().is_some_and(|c| c.seq <= seq) {
+            let c = self.checkpoints.pop_front().expect("front exists");
+            for _ in 0..c.touched {
+                let (account, len) = self.touched.pop_front().expect("touched per checkpoint");
+                self.ouch[account as usize].publish_through(len);
+            }
+            self.itch.publish_through(c.itch_len);
+            self.shared.released_seq.store(c.seq, Ordering::Release);
+            released = true;
+        }
+        if !released {
+            return;
+        }
+        self.feed_released();
+        if self
+            .end_of_messages_at
+            .is_some_and(|at| self.itch.published() >= at)
+        {
+            self.shared.day_ended.store(true, Ordering::Release);
+            if let Some(feed) = self.feed.as_mut()
+                && !self.feed_ended
+            {
+                self.feed_ended = true;
+                let now = self.started.elapsed().as_nanos() as u64;
+                feed.end_of_session(now);
+            }
+        }
+        if let Some(wake) = self.shared.waker.get() {
+            wake();
+        }
+    }
+
+    /// Hand every released ITCH message not yet multicast to the feed, then flush it.
+    fn feed_released(&mut self) {
+        let now = self.now_ns();
+        let Some(feed) = self.feed.as_mut() else {
+            self.itch_fed = self.itch.published();
+            return;
+        };
+        let last = self.itch.published();
+        for seq in self.itch_fed + 1..=last {
+            feed.publish(self.itch_reader.get(seq).expect("published"), now);
+        }
+        self.itch_fed = last;
+        feed.flush(now);
+    }
+}
+
+impl<F: FeedOut> Sink for Streams<F> {
+    #[inline]
+    fn ouch(&mut self, account: AccountId, message: &ouch::Outbound) {
+        let mut buf = [0u8; limits::MESSAGE_BYTES_MAX];
+        let n = message.encode(&mut buf);
+        let a = account.0 as usize;
+        if self.ouch[a].append_held(&buf[..n]).is_err() {
+            self.fail(format!("the OUCH stream of account {} is full", account.0));
+            return;
+        }
+        if !self.batch_touched_flag[a] {
+            self.batch_touched_flag[a] = true;
+            self.batch_touched.push(account.0);
+        }
+    }
+
+    #[inline]
+    fn itch(&mut self, message: &itch::Message) {
+        let mut buf = [0u8; limits::MESSAGE_BYTES_MAX];
+        let n = message.encode(&mut buf);
+        let Ok(seq) = self.itch.append_held(&buf[..n]) else {
+            self.fail("the ITCH stream is full".into());
+            return;
+        };
+        if matches!(
+            message.body,
+            itch::Body::SystemEvent {
+                event: itch::event::END_OF_MESSAGES
+            }
+        ) {
+            self.end_of_messages_at = Some(seq);
+        }
+    }
+
+    fn snapshot(&mut self, id: u64, message: Option<&itch::Message>) {
+        // Snapshots are taken only when everything sequenced is released, so the appended
+        // and published ends agree: the `G` number is the next message the feed sends.
+        let next = self.itch.len() + 1;
+        let (_, encoder) = self
+            .snapshot
+            .get_or_insert_with(|| (id, SnapshotEncoder::new(next)));
+        match message {
+            Some(m) => encoder.push(m),
+            None => {
+                let (at, encoder) = self.snapshot.take().expect("started");
+                assert_eq!(at, id, "one snapshot at a time");
+                let request = {
+                    let mut pending = self.shared.snapshots.lock().expect("not poisoned");
+                    let found = pending.iter().position(|(i, _)| *i == id);
+                    found.map(|i| pending.swap_remove(i).1)
+                };
+                if let Some(request) = request {
+                    request.answer(encoder.finish());
+                }
+            }
+        }
+    }
+
+    fn marker(&mut self, marker: Marker) {
+        match marker {
+            Marker::BatchEnd { seq } => self.batch_end(seq),
+            Marker::Release { seq } => self.release(seq),
+        }
+    }
+}
+
+impl<F: FeedOut> OutputStage for Streams<F> {
+    fn idle(&mut self) {
+        let now = self.now_ns();
+        if now.saturating_sub(self.last_timers_ns) >= limits::OUTPUT_TIMERS_INTERVAL_NS {
+            self.last_timers_ns = now;
+            if let Some(feed) = self.feed.as_mut() {
+                feed.poll_timers(now);
+            }
+        }
+    }
+}

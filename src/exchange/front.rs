@@ -1,0 +1,499 @@
+//! The front: the part of the state machine that needs no book. It owns the market phase,
+//! the halted flags and every account's token table (which tokens were used today, and to
+//! which symbol each was routed), validates Enter Orders, rejects what needs no book, and
+//! routes the rest to the shard of the symbol. It runs on the sequencer's thread.
+//!
+//! The one thing it cannot know alone is whether a Replace consumes its replacement token:
+//! that depends on whether the existing order is still live, which only its shard knows. Such a
+//! token is *pending* until the shard's [`Verdict`] comes back. The front keeps going; it waits
+//! for a verdict only when a later input of the same account touches a pending token (reuses
+//! it as an Enter or replacement token, a benign resend) or when the account's token table is
+//! so close to full that the pending tokens decide whether it is full. With the shard run
+//! inline ([`super::Exchange`]) the verdict is there before the next input. Timing may change,
+//! outputs may not.
+
+use super::input::{Admin, Command, Input, Outcome};
+use super::msg::{
+    Marker, Market, Plan, ShardCmd, SweepKind, SweepScope, Verdict, shard_of, shards_of_range,
+};
+use super::tokens::{TokenState, TokenTable};
+use super::validate::{self, MarketState};
+use super::venue::{SymbolSpec, Venue, VenueError};
+use crate::types::{AccountId, Firm, Side, Timestamp, Token};
+use crate::wire::itch;
+use crate::wire::ouch::{self, Inbound, reject_reason as why};
+use std::collections::VecDeque;
+
+/// Where the front sends its work and gets its verdicts: queues drained inline, or rings to
+/// threads.
+pub trait FrontLink {
+    fn to_shard(&mut self, shard: usize, cmd: ShardCmd);
+    fn to_merge(&mut self, plan: Plan);
+    /// The next verdict of `shard`, waiting for it (it has a Replace it has not answered).
+    fn verdict(&mut self, shard: usize) -> Verdict;
+    /// The next verdict of `shard` if there is one already.
+    fn try_verdict(&mut self, shard: usize) -> Option<Verdict>;
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Phase {
+    /// Before the start-of-day input.
+    PreOpen,
+    Open,
+    /// After end of day: new orders are rejected `C`.
+    Closed,
+}
+
+/// A pending replacement token, in the order its shard will answer.
+#[derive(Clone, Copy, Debug)]
+struct Awaited {
+    seq: u64,
+    account: u16,
+    slot: u32,
+}
+
+pub struct Front {
+    specs: Vec<SymbolSpec>,
+    firms: Vec<Firm>,
+    shards: usize,
+    pub(crate) phase: Phase,
+    pub(crate) halted: Vec<bool>,
+    pub(crate) tokens: Vec<TokenTable>,
+    /// Per shard: Replaces sent that will be answered, oldest first.
+    awaited: Vec<VecDeque<Awaited>>,
+    /// Replaces that may be awaited at once per shard (the ring between front and shard).
+    awaited_max: usize,
+    last_seq: u64,
+    /// Verdicts that had to be waited for (rare: tokens reused while pending).
+    pub waits: u64,
+}
+
+impl Front {
+    /// `in_flight_max`: commands that can be on their way to one shard at once (its ring).
+    pub fn new(venue: &Venue, shards: usize, in_flight_max: usize) -> Result<Front, VenueError> {
+        assert!(shards >= 1 && in_flight_max >= 1);
+        let specs = venue.specs()?;
+        let limit = venue.limits.tokens_per_account;
+        Ok(Front {
+            firms: (0..venue.accounts.len())
+                .map(|a| venue.firm(AccountId(a as u16)))
+                .collect(),
+            shards,
+            phase: Phase::PreOpen,
+            halted: vec![false; specs.len()],
+            tokens: venue
+                .accounts
+                .iter()
+                .map(|_| TokenTable::new(limit))
+                .collect(),
+            awaited: (0..shards)
+                .map(|_| VecDeque::with_capacity(in_flight_max + 1))
+                .collect(),
+            awaited_max: in_flight_max + 1,
+            specs,
+            last_seq: 0,
+            waits: 0,
+        })
+    }
+
+    pub fn shards(&self) -> usize {
+        self.shards
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// Sequence one input: decide what needs no book, route the rest. The outcome is exact
+    /// for what the front decides (admin commands, start of day, ignored inputs) and
+    /// `Applied` for orders a shard decides.
+    pub fn apply<L: FrontLink>(&mut self, input: &Input, link: &mut L) -> Outcome {
+        assert!(
+            input.seq > self.last_seq,
+            "inputs must arrive in sequence order"
+        );
+        self.last_seq = input.seq;
+        let (outcome, plan) = match input.command {
+            Command::StartOfDay => self.start_of_day(input),
+            Command::Ouch { account, message } => {
+                if account.0 as usize >= self.tokens.len() {
+                    let silent = Plan::Silent { seq: input.seq };
+                    (Outcome::Ignored("unknown account"), silent)
+                } else {
+                    match message {
+                        Inbound::Enter(o) => self.enter(input, account, &o, link),
+                        Inbound::Cancel(x) => self.cancel(input, account, &x, link),
+                        Inbound::Replace(u) => self.replace(input, account, &u, link),
+                        Inbound::Modify(_) => (
+                            Outcome::Ignored("modify is not offered"),
+                            Plan::Silent { seq: input.seq },
+                        ),
+                    }
+                }
+            }
+            Command::Admin(admin) => self.admin(input, admin, link),
+            Command::Tick => self.sweep(input, SweepKind::Expiry, link),
+        };
+        link.to_merge(plan);
+        outcome
+    }
+
+    /// Between two inputs: ask every shard for its displayed orders (GLIMPSE).
+    pub fn snapshot<L: FrontLink>(&mut self, ts: Timestamp, id: u64, link: &mut L) {
+        let after_seq = self.last_seq;
+        let last = self.specs.len() as u16 - 1;
+        for shard in shards_of_range(0, last, self.shards) {
+            self.send(shard, ShardCmd::Snapshot { after_seq }, link);
+        }
+        link.to_merge(Plan::Snapshot { after_seq, ts, id });
+    }
+
+    /// Take every verdict already answered (nothing stays pending once the shards are idle).
+    pub fn settle_all<L: FrontLink>(&mut self, link: &mut L) {
+        for shard in 0..self.shards {
+            while let Some(v) = link.try_verdict(shard) {
+                self.settle(shard, v);
+            }
+        }
+    }
+
+    /// Replaces still waiting for their verdict.
+    pub fn pending(&self) -> usize {
+        self.awaited.iter().map(VecDeque::len).sum()
+    }
+
+    /// Tell every shard to stop once it has done its work.
+    pub fn stop<L: FrontLink>(&mut self, link: &mut L) {
+        for shard in 0..self.shards {
+            self.send(shard, ShardCmd::Stop, link);
+        }
+    }
+
+    fn send<L: FrontLink>(&mut self, shard: usize, cmd: ShardCmd, link: &mut L) {
+        // Take what is already answered so the verdict queues stay short.
+        while let Some(v) = link.try_verdict(shard) {
+            self.settle(shard, v);
+        }
+        link.to_shard(shard, cmd);
+    }
+
+    fn settle(&mut self, shard: usize, v: Verdict) {
+        let a = self.awaited[shard]
+            .pop_front()
+            .expect("a verdict answers a Replace that was sent");
+        assert_eq!(a.seq, v.seq, "verdicts come back in order");
+        let table = &mut self.tokens[a.account as usize];
+        let TokenState::Pending(symbol) = table.state(a.slot) else {
+            panic!("slot {} of account {} is not pending", a.slot, a.account);
+        };
+        if v.consumed {
+            table.set(a.slot, TokenState::Routed(symbol));
+        } else {
+            table.void(a.slot);
+        }
+    }
+
+    /// Wait for the verdict of the Replace that recorded `slot` of `account` on `shard`.
+    fn wait_for(&mut self, shard: usize, account: u16, slot: u32, link: &mut impl FrontLink) {
+        self.waits += 1;
+        let seq = self.awaited[shard]
+            .iter()
+            .find(|a| a.account == account && a.slot == slot)
+            .expect("a pending token is awaited")
+            .seq;
+        while self.awaited[shard].front().is_some_and(|a| a.seq <= seq) {
+            let v = link.verdict(shard);
+            self.settle(shard, v);
+        }
+    }
+
+    /// The token's slot and state, waiting for its verdict if it is pending.
+    fn lookup(
+        &mut self,
+        account: AccountId,
+        token: &Token,
+        link: &mut impl FrontLink,
+    ) -> Option<(u32, TokenState)> {
+        let found = self.tokens[account.0 as usize].get(token);
+        if let Some((slot, TokenState::Pending(symbol))) = found {
+            self.wait_for(shard_of(symbol, self.shards), account.0, slot, link);
+            return self.tokens[account.0 as usize].get(token);
+        }
+        found
+    }
+
+    /// Exactly as a table without pending tokens would say: is it full? Waits for pending
+    /// verdicts only when they decide it.
+    fn tokens_full(&mut self, account: AccountId, link: &mut impl FrontLink) -> bool {
+        // Each round settles at least one pending token of the account: bounded.
+        for _ in 0..=self.awaited_max * self.shards {
+            let table = &self.tokens[account.0 as usize];
+            if !table.is_full() {
+                return false;
+            }
+            let Some((shard, slot)) = self.awaited.iter().enumerate().find_map(|(s, q)| {
+                q.iter()
+                    .find(|w| w.account == account.0)
+                    .map(|w| (s, w.slot))
+            }) else {
+                return true; // full of tokens that are all consumed
+            };
+            self.wait_for(shard, account.0, slot, link);
+        }
+        unreachable!("pending tokens are bounded by the rings")
+    }
+
+    fn start_of_day(&mut self, input: &Input) -> (Outcome, Plan) {
+        if self.phase != Phase::PreOpen {
+            let silent = Plan::Silent { seq: input.seq };
+            return (Outcome::Ignored("the day has already started"), silent);
+        }
+        self.phase = Phase::Open;
+        (Outcome::Applied, Plan::StartOfDay { input: *input })
+    }
+
+    fn market(&self, symbol: u16, _account: AccountId) -> Market {
+        Market {
+            halted: self.halted[symbol as usize],
+            closed: self.phase != Phase::Open,
+            blocked: false,
+        }
+    }
+
+    fn enter<L: FrontLink>(
+        &mut self,
+        input: &Input,
+        account: AccountId,
+        o: &ouch::EnterOrder,
+        link: &mut L,
+    ) -> (Outcome, Plan) {
+        if self.lookup(account, &o.token, link).is_some() {
+            let silent = Plan::Silent { seq: input.seq };
+            return (Outcome::Ignored("token already used"), silent);
+        }
+        let reject = |reason| Plan::Reject {
+            input: *input,
+            account,
+            token: o.token,
+            reason,
+        };
+        if self.tokens_full(account, link) {
+            // Cannot record the token, so cannot promise dedupe: reject without recording.
+            return (Outcome::Applied, reject(why::OTHER));
+        }
+        let (side, symbol) = match self.check_enter(account, o) {
+            Ok(x) => x,
+            Err(reason) => {
+                self.tokens[account.0 as usize].insert(o.token, TokenState::Unrouted);
+                return (Outcome::Applied, reject(reason));
+            }
+        };
+        // Accepted, or rejected for room by the shard: either way the token is used.
+        let slot = self.tokens[account.0 as usize].insert(o.token, TokenState::Routed(symbol));
+        let cmd = ShardCmd::Enter {
+            seq: input.seq,
+            ts: input.timestamp,
+            account,
+            symbol,
+            side,
+            slot,
+            order: *o,
+        };
+        self.send(shard_of(symbol, self.shards), cmd, link);
+        let plan = Plan::Order {
+            input: *input,
+            symbol,
+        };
+        (Outcome::Applied, plan)
+    }
+
+    /// Side and symbol index of a valid Enter Order, or its reject code.
+    fn check_enter(&self, account: AccountId, o: &ouch::EnterOrder) -> Result<(Side, u16), u8> {
+        let side = Side::from_ouch(o.side).ok_or(why::OTHER)?;
+        let symbol = self
+            .specs
+            .iter()
+            .position(|s| s.symbol == o.stock)
+            .ok_or(why::STOCK)? as u16;
+        let m = self.market(symbol, account);
+        let market = MarketState {
+            halted: m.halted,
+            closed: m.closed,
+        };
+        let firm = self.firms[account.0 as usize];
+        validate::check_enter(o, side, &self.specs[symbol as usize], market, firm)?;
+        Ok((side, symbol))
+    }
+
+    /// The symbol a Cancel's or Replace's existing token was routed to (pending included: a
+    /// replacement still in flight may be live by the time its shard sees this input).
+    fn routed(&self, account: AccountId, token: &Token) -> Option<(u32, u16)> {
+        match self.tokens[account.0 as usize].get(token)? {
+            (slot, TokenState::Routed(symbol)) | (slot, TokenState::Pending(symbol)) => {
+                Some((slot, symbol))
+            }
+            _ => None,
+        }
+    }
+
+    fn cancel<L: FrontLink>(
+        &mut self,
+        input: &Input,
+        account: AccountId,
+        x: &ouch::CancelOrder,
+        link: &mut L,
+    ) -> (Outcome, Plan) {
+        let Some((slot, symbol)) = self.routed(account, &x.token) else {
+            let silent = Plan::Silent { seq: input.seq };
+            return (
+                Outcome::Ignored("cancel of an unknown or dead token"),
+                silent,
+            );
+        };
+        let cmd = ShardCmd::Cancel {
+            seq: input.seq,
+            account,
+            symbol,
+            slot,
+            token: x.token,
+            shares: x.shares.0,
+        };
+        self.send(shard_of(symbol, self.shards), cmd, link);
+        let plan = Plan::Order {
+            input: *input,
+            symbol,
+        };
+        (Outcome::Applied, plan)
+    }
+
+    fn replace<L: FrontLink>(
+        &mut self,
+        input: &Input,
+        account: AccountId,
+        u: &ouch::ReplaceOrder,
+        link: &mut L,
+    ) -> (Outcome, Plan) {
+        let silent = Plan::Silent { seq: input.seq };
+        let Some((existing_slot, symbol)) = self.routed(account, &u.existing) else {
+            return (
+                Outcome::Ignored("replace of an order that is not live"),
+                silent,
+            );
+        };
+        // If the existing order is not live the Replace is ignored; if it is, a used
+        // replacement token is ignored too: either way nothing happens, decided here.
+        if self.lookup(account, &u.replacement, link).is_some() {
+            return (Outcome::Ignored("replacement token already used"), silent);
+        }
+        let shard = shard_of(symbol, self.shards);
+        let replacement_slot = if self.tokens_full(account, link) {
+            None
+        } else {
+            let table = &mut self.tokens[account.0 as usize];
+            let slot = table.insert(u.replacement, TokenState::Pending(symbol));
+            assert!(self.awaited[shard].len() < self.awaited_max);
+            self.awaited[shard].push_back(Awaited {
+                seq: input.seq,
+                account: account.0,
+                slot,
+            });
+            Some(slot)
+        };
+        let cmd = ShardCmd::Replace {
+            seq: input.seq,
+            ts: input.timestamp,
+            account,
+            symbol,
+            existing_slot,
+            replacement_slot,
+            order: *u,
+            market: self.market(symbol, account),
+        };
+        self.send(shard, cmd, link);
+        let plan = Plan::Order {
+            input: *input,
+            symbol,
+        };
+        (Outcome::Applied, plan)
+    }
+
+    /// Expiry or end of day across every symbol.
+    fn sweep<L: FrontLink>(
+        &mut self,
+        input: &Input,
+        kind: SweepKind,
+        link: &mut L,
+    ) -> (Outcome, Plan) {
+        let last = self.specs.len() as u16 - 1;
+        let scope = match kind {
+            SweepKind::Expiry => SweepScope::Expired,
+            SweepKind::EndOfDay => SweepScope::All,
+        };
+        for shard in shards_of_range(0, last, self.shards) {
+            let cmd = ShardCmd::Sweep {
+                seq: input.seq,
+                ts: input.timestamp,
+                scope,
+                first: 0,
+                last,
+            };
+            self.send(shard, cmd, link);
+        }
+        let plan = Plan::Sweep {
+            input: *input,
+            kind,
+            first: 0,
+            last,
+        };
+        (Outcome::Applied, plan)
+    }
+
+    fn admin<L: FrontLink>(
+        &mut self,
+        input: &Input,
+        admin: Admin,
+        link: &mut L,
+    ) -> (Outcome, Plan) {
+        let silent = Plan::Silent { seq: input.seq };
+        if self.phase != Phase::Open {
+            return (Outcome::AdminRefused("market is not open"), silent);
+        }
+        match admin {
+            Admin::Halt(locate) | Admin::Resume(locate) => {
+                let halt = matches!(admin, Admin::Halt(_));
+                let Some(symbol) = locate
+                    .0
+                    .checked_sub(1)
+                    .filter(|&s| (s as usize) < self.specs.len())
+                else {
+                    return (Outcome::AdminRefused("unknown symbol"), silent);
+                };
+                if self.halted[symbol as usize] == halt {
+                    let why = if halt { "already halted" } else { "not halted" };
+                    return (Outcome::AdminRefused(why), silent);
+                }
+                self.halted[symbol as usize] = halt;
+                let state = if halt {
+                    itch::trading_state::HALTED
+                } else {
+                    itch::trading_state::TRADING
+                };
+                let plan = Plan::TradingAction {
+                    input: *input,
+                    symbol,
+                    state,
+                };
+                (Outcome::Applied, plan)
+            }
+            Admin::EndOfDay => {
+                self.phase = Phase::Closed;
+                self.sweep(input, SweepKind::EndOfDay, link)
+            }
+        }
+    }
+
+    /// A point between inputs that the output stage must see in order (see [`super::Marker`]).
+    pub fn marker<L: FrontLink>(&mut self, marker: Marker, link: &mut L) {
+        link.to_merge(Plan::Marker(marker));
+    }
+}

@@ -1,0 +1,102 @@
+//! Every fixed capacity of the venue in one place, with the relationships between them
+//! asserted at compile time (constants) and at start-up (configured sizes), as TigerBeetle's
+//! `constants.zig` does. A bound that is not here is a configured one (`[limits]`,
+//! `[engine] ring_slots`, `[gateway] max_connections`, ...) and [`check`] relates those to
+//! these.
+
+use crate::config::Config;
+use crate::wire::{itch, ouch, soupbin};
+
+/// Largest encoded OUCH or ITCH message (the output stage's scratch buffer).
+pub const MESSAGE_BYTES_MAX: usize = 96;
+const _: () = assert!(itch::MAX_MESSAGE_LEN <= MESSAGE_BYTES_MAX);
+const _: () = assert!(ouch::MAX_MESSAGE_LEN <= MESSAGE_BYTES_MAX);
+
+/// Reserved size of the session's ITCH stream (virtual: pages are used as written).
+pub const ITCH_STREAM_BYTES: u64 = 8 << 30;
+pub const ITCH_STREAM_MESSAGES: u64 = 256 << 20;
+/// Reserved size of each account's OUCH stream.
+pub const OUCH_STREAM_BYTES: u64 = 1 << 30;
+pub const OUCH_STREAM_MESSAGES: u64 = 32 << 20;
+const _: () = assert!(ITCH_STREAM_BYTES >= ITCH_STREAM_MESSAGES * 8);
+const _: () = assert!(OUCH_STREAM_BYTES >= OUCH_STREAM_MESSAGES * 8);
+
+/// Batches whose outputs may wait for their release at once (the output stage keeps one
+/// checkpoint per batch). The sequencer stops taking input when this many are unreleased.
+pub const UNRELEASED_BATCHES_MAX: usize = 64;
+
+/// The output stage runs its feed timers (heartbeats, the partial packet's hold) this often.
+pub const OUTPUT_TIMERS_INTERVAL_NS: u64 = 10_000_000;
+
+/// Ring slots the front keeps free for one input and what may follow it (a command per
+/// shard, its plan, two markers, a snapshot).
+pub const RING_RESERVE_SLOTS: u64 = 8;
+/// Smallest ring: room for the reserve many times over.
+pub const RING_SLOTS_MIN: u32 = 64;
+const _: () = assert!(RING_SLOTS_MIN as u64 >= 4 * RING_RESERVE_SLOTS);
+
+/// Longest journal record payload of an OUCH input: the account, then the message.
+pub const OUCH_RECORD_BYTES_MAX: usize = 2 + ouch::inbound_len::ENTER;
+const _: () = assert!(ouch::inbound_len::ENTER >= ouch::inbound_len::REPLACE);
+
+/// Largest MoldUDP64 datagram DESIGN.md 5 allows, header included.
+pub const MOLDUDP64_PAYLOAD_BYTES_MAX: u16 = 1_400;
+/// Smallest datagram that still carries the longest ITCH message in one block.
+pub const MOLDUDP64_PAYLOAD_BYTES_MIN: u16 = 20 + 2 + itch::MAX_MESSAGE_LEN as u16;
+
+/// Check the configured sizes against each other and against the constants above; one line
+/// naming the key on failure.
+pub fn check(config: &Config) -> Result<(), String> {
+    let slots = config.engine.ring_slots;
+    if !slots.is_power_of_two() || slots < RING_SLOTS_MIN {
+        return Err(format!(
+            "engine.ring_slots must be a power of two of at least {RING_SLOTS_MIN}"
+        ));
+    }
+    if config.engine.shards == 0 || config.engine.shards as usize > config.symbols.len() {
+        return Err("engine.shards must be 1..=the number of symbols".into());
+    }
+    let payload = config.feed.max_payload_bytes;
+    if !(MOLDUDP64_PAYLOAD_BYTES_MIN..=MOLDUDP64_PAYLOAD_BYTES_MAX).contains(&payload) {
+        return Err(format!(
+            "feed.max_payload_bytes must be {MOLDUDP64_PAYLOAD_BYTES_MIN}..={MOLDUDP64_PAYLOAD_BYTES_MAX}"
+        ));
+    }
+    let outbound = config.gateway.outbound_buffer_bytes as usize;
+    if outbound < soupbin::HEADER_LEN + ouch::MAX_MESSAGE_LEN {
+        return Err("gateway.outbound_buffer_bytes must hold one OUCH packet".into());
+    }
+    let l = config.limits;
+    if l.orders_per_symbol == 0 || l.levels_per_side == 0 || l.tokens_per_account == 0 {
+        return Err("every [limits] size must be positive".into());
+    }
+    if l.orders_per_symbol >= u32::MAX / 2 || l.levels_per_side >= u32::MAX / 4 {
+        return Err("[limits] sizes must fit the books' 32-bit slot numbers".into());
+    }
+    let record = crate::journal::record::record_span_bytes(OUCH_RECORD_BYTES_MAX as u64);
+    if u64::from(config.journal.max_payload_bytes) < OUCH_RECORD_BYTES_MAX as u64
+        || config.journal.segment_bytes < 16 * record
+    {
+        return Err("journal sizes must hold at least one OUCH record per segment".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_config_passes_and_bad_sizes_name_their_key() {
+        let mut c = Config::embedded_default();
+        assert_eq!(check(&c), Ok(()));
+        c.engine.ring_slots = 32;
+        assert!(check(&c).unwrap_err().contains("engine.ring_slots"));
+        c = Config::embedded_default();
+        c.engine.shards = 4;
+        assert!(check(&c).unwrap_err().contains("engine.shards"));
+        c = Config::embedded_default();
+        c.feed.max_payload_bytes = 1_500;
+        assert!(check(&c).unwrap_err().contains("feed.max_payload_bytes"));
+    }
+}
