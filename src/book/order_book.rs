@@ -145,7 +145,8 @@ impl<T: Copy + Default> OrderBook<T> {
             return false;
         }
         let ladder = &self.ladders[side_index(side)];
-        ladder.find(ladder.key(price)).is_ok() || (self.levels.has_free() && !ladder.is_full())
+        // The cheap answer first: a free level needs no search for an existing one.
+        (self.levels.has_free() && !ladder.is_full()) || ladder.find(ladder.key(price)).is_ok()
     }
 
     /// Room to rest a replacement at `price` once `old` (same side) has been removed: its
@@ -157,10 +158,10 @@ impl<T: Copy + Default> OrderBook<T> {
             "replacing a stale handle or across sides"
         );
         let ladder = &self.ladders[side_index(side)];
-        let level_exists = ladder.find(ladder.key(price)).is_ok();
         let level_free = self.levels.has_free() && !ladder.is_full();
         let old_level_frees = self.levels.get(slot.level).order_count == 1;
-        level_exists || level_free || old_level_frees
+        // The search for an existing level only when no cheaper answer says yes.
+        level_free || old_level_frees || ladder.find(ladder.key(price)).is_ok()
     }
 
     /// The order that would trade first on `side`, if any.

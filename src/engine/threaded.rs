@@ -236,13 +236,13 @@ struct RingLink {
 }
 
 impl FrontLink for RingLink {
-    fn to_shard(&mut self, shard: usize, cmd: ShardCmd) {
-        let bell = &self.shard_bells[shard];
-        self.to_shards[shard].publish(cmd, self.strategy, bell);
+    fn to_merge(&mut self, plan: &Plan) {
+        self.plans.publish(*plan, self.strategy, &self.merge_bell);
     }
 
-    fn to_merge(&mut self, plan: Plan) {
-        self.plans.publish(plan, self.strategy, &self.merge_bell);
+    fn to_shard(&mut self, shard: usize, cmd: &ShardCmd) {
+        let bell = &self.shard_bells[shard];
+        self.to_shards[shard].publish(*cmd, self.strategy, bell);
     }
 
     fn verdict(&mut self, shard: usize) -> Verdict {

@@ -16,7 +16,7 @@ use super::input::{Admin, Command, Input, Outcome};
 use super::msg::{
     Marker, Market, Plan, ShardCmd, SweepKind, SweepScope, Verdict, shard_of, shards_of_range,
 };
-use super::tokens::{TokenState, TokenTable};
+use super::tokens::{TokenState, TokenTable, Vacant};
 use super::validate::{self, MarketState};
 use super::venue::{SymbolSpec, Venue, VenueError};
 use crate::types::{AccountId, Firm, Side, Timestamp, Token};
@@ -24,11 +24,16 @@ use crate::wire::itch;
 use crate::wire::ouch::{self, Inbound, reject_reason as why};
 use std::collections::VecDeque;
 
-/// Where the front sends its work and gets its verdicts: queues drained inline, or rings to
-/// threads.
+/// Where the front sends its work and gets its verdicts: straight into the stages (inline),
+/// queues, or rings to threads. For every input the plan goes first, then its commands, so an
+/// inline merge is ready for the events the shard pushes.
 pub trait FrontLink {
-    fn to_shard(&mut self, shard: usize, cmd: ShardCmd);
-    fn to_merge(&mut self, plan: Plan);
+    /// Does the shard answer a Replace before `to_shard` returns (it runs inline)? Then the
+    /// front records the replacement token only once it knows it was consumed, and no token
+    /// is ever pending.
+    const VERDICT_AT_ONCE: bool = false;
+    fn to_merge(&mut self, plan: &Plan);
+    fn to_shard(&mut self, shard: usize, cmd: &ShardCmd);
     /// The next verdict of `shard`, waiting for it (it has a Replace it has not answered).
     fn verdict(&mut self, shard: usize) -> Verdict;
     /// The next verdict of `shard` if there is one already.
@@ -113,39 +118,44 @@ impl Front {
             "inputs must arrive in sequence order"
         );
         self.last_seq = input.seq;
-        let (outcome, plan) = match input.command {
-            Command::StartOfDay => self.start_of_day(input),
+        match input.command {
+            Command::StartOfDay => self.start_of_day(input, link),
             Command::Ouch { account, message } => {
                 if account.0 as usize >= self.tokens.len() {
-                    let silent = Plan::Silent { seq: input.seq };
-                    (Outcome::Ignored("unknown account"), silent)
-                } else {
-                    match message {
-                        Inbound::Enter(o) => self.enter(input, account, &o, link),
-                        Inbound::Cancel(x) => self.cancel(input, account, &x, link),
-                        Inbound::Replace(u) => self.replace(input, account, &u, link),
-                        Inbound::Modify(_) => (
-                            Outcome::Ignored("modify is not offered"),
-                            Plan::Silent { seq: input.seq },
-                        ),
-                    }
+                    return self.silent(input, "unknown account", link);
+                }
+                match message {
+                    Inbound::Enter(o) => self.enter(input, account, &o, link),
+                    Inbound::Cancel(x) => self.cancel(input, account, &x, link),
+                    Inbound::Replace(u) => self.replace(input, account, &u, link),
+                    Inbound::Modify(_) => self.silent(input, "modify is not offered", link),
                 }
             }
             Command::Admin(admin) => self.admin(input, admin, link),
             Command::Tick => self.sweep(input, SweepKind::Expiry, link),
-        };
-        link.to_merge(plan);
-        outcome
+        }
+    }
+
+    /// An input that produces nothing.
+    fn silent<L: FrontLink>(&mut self, input: &Input, why: &'static str, link: &mut L) -> Outcome {
+        link.to_merge(&Plan::Silent { seq: input.seq });
+        Outcome::Ignored(why)
+    }
+
+    /// An admin command refused: nothing is produced.
+    fn refused<L: FrontLink>(&mut self, input: &Input, why: &'static str, link: &mut L) -> Outcome {
+        link.to_merge(&Plan::Silent { seq: input.seq });
+        Outcome::AdminRefused(why)
     }
 
     /// Between two inputs: ask every shard for its displayed orders (GLIMPSE).
     pub fn snapshot<L: FrontLink>(&mut self, ts: Timestamp, id: u64, link: &mut L) {
         let after_seq = self.last_seq;
         let last = self.specs.len() as u16 - 1;
+        link.to_merge(&Plan::Snapshot { after_seq, ts, id });
         for shard in shards_of_range(0, last, self.shards) {
-            self.send(shard, ShardCmd::Snapshot { after_seq }, link);
+            self.send(shard, &ShardCmd::Snapshot { after_seq }, link);
         }
-        link.to_merge(Plan::Snapshot { after_seq, ts, id });
     }
 
     /// Take every verdict already answered (nothing stays pending once the shards are idle).
@@ -165,11 +175,12 @@ impl Front {
     /// Tell every shard to stop once it has done its work.
     pub fn stop<L: FrontLink>(&mut self, link: &mut L) {
         for shard in 0..self.shards {
-            self.send(shard, ShardCmd::Stop, link);
+            self.send(shard, &ShardCmd::Stop, link);
         }
     }
 
-    fn send<L: FrontLink>(&mut self, shard: usize, cmd: ShardCmd, link: &mut L) {
+    #[inline]
+    fn send<L: FrontLink>(&mut self, shard: usize, cmd: &ShardCmd, link: &mut L) {
         // Take what is already answered so the verdict queues stay short.
         while let Some(v) = link.try_verdict(shard) {
             self.settle(shard, v);
@@ -177,6 +188,7 @@ impl Front {
         link.to_shard(shard, cmd);
     }
 
+    #[inline]
     fn settle(&mut self, shard: usize, v: Verdict) {
         let a = self.awaited[shard]
             .pop_front()
@@ -207,24 +219,36 @@ impl Front {
         }
     }
 
-    /// The token's slot and state, waiting for its verdict if it is pending.
+    /// The token's slot and state, waiting for its verdict if it is pending; or where to
+    /// record it.
+    #[inline]
     fn lookup(
         &mut self,
         account: AccountId,
         token: &Token,
         link: &mut impl FrontLink,
-    ) -> Option<(u32, TokenState)> {
-        let found = self.tokens[account.0 as usize].get(token);
-        if let Some((slot, TokenState::Pending(symbol))) = found {
+    ) -> Result<(u32, TokenState), Vacant> {
+        let found = self.tokens[account.0 as usize].lookup(token);
+        if let Ok((slot, TokenState::Pending(symbol))) = found {
             self.wait_for(shard_of(symbol, self.shards), account.0, slot, link);
-            return self.tokens[account.0 as usize].get(token);
+            return self.tokens[account.0 as usize].lookup(token);
         }
         found
     }
 
     /// Exactly as a table without pending tokens would say: is it full? Waits for pending
     /// verdicts only when they decide it.
+    #[inline]
     fn tokens_full(&mut self, account: AccountId, link: &mut impl FrontLink) -> bool {
+        if !self.tokens[account.0 as usize].is_full() {
+            return false;
+        }
+        self.tokens_full_settled(account, link)
+    }
+
+    /// The table counts as full with its pending tokens: settle them until it is decided.
+    #[cold]
+    fn tokens_full_settled(&mut self, account: AccountId, link: &mut impl FrontLink) -> bool {
         // Each round settles at least one pending token of the account: bounded.
         for _ in 0..=self.awaited_max * self.shards {
             let table = &self.tokens[account.0 as usize];
@@ -243,13 +267,13 @@ impl Front {
         unreachable!("pending tokens are bounded by the rings")
     }
 
-    fn start_of_day(&mut self, input: &Input) -> (Outcome, Plan) {
+    fn start_of_day<L: FrontLink>(&mut self, input: &Input, link: &mut L) -> Outcome {
         if self.phase != Phase::PreOpen {
-            let silent = Plan::Silent { seq: input.seq };
-            return (Outcome::Ignored("the day has already started"), silent);
+            return self.silent(input, "the day has already started", link);
         }
         self.phase = Phase::Open;
-        (Outcome::Applied, Plan::StartOfDay { input: *input })
+        link.to_merge(&Plan::StartOfDay { input: *input });
+        Outcome::Applied
     }
 
     fn market(&self, symbol: u16, _account: AccountId) -> Market {
@@ -266,11 +290,10 @@ impl Front {
         account: AccountId,
         o: &ouch::EnterOrder,
         link: &mut L,
-    ) -> (Outcome, Plan) {
-        if self.lookup(account, &o.token, link).is_some() {
-            let silent = Plan::Silent { seq: input.seq };
-            return (Outcome::Ignored("token already used"), silent);
-        }
+    ) -> Outcome {
+        let Err(vacant) = self.lookup(account, &o.token, link) else {
+            return self.silent(input, "token already used", link);
+        };
         let reject = |reason| Plan::Reject {
             input: *input,
             account,
@@ -279,17 +302,25 @@ impl Front {
         };
         if self.tokens_full(account, link) {
             // Cannot record the token, so cannot promise dedupe: reject without recording.
-            return (Outcome::Applied, reject(why::OTHER));
+            link.to_merge(&reject(why::OTHER));
+            return Outcome::Applied;
         }
         let (side, symbol) = match self.check_enter(account, o) {
             Ok(x) => x,
             Err(reason) => {
-                self.tokens[account.0 as usize].insert(o.token, TokenState::Unrouted);
-                return (Outcome::Applied, reject(reason));
+                let table = &mut self.tokens[account.0 as usize];
+                table.insert_vacant(vacant, o.token, TokenState::Unrouted);
+                link.to_merge(&reject(reason));
+                return Outcome::Applied;
             }
         };
         // Accepted, or rejected for room by the shard: either way the token is used.
-        let slot = self.tokens[account.0 as usize].insert(o.token, TokenState::Routed(symbol));
+        let table = &mut self.tokens[account.0 as usize];
+        let slot = table.insert_vacant(vacant, o.token, TokenState::Routed(symbol));
+        link.to_merge(&Plan::Order {
+            input: *input,
+            symbol,
+        });
         let cmd = ShardCmd::Enter {
             seq: input.seq,
             ts: input.timestamp,
@@ -299,12 +330,8 @@ impl Front {
             slot,
             order: *o,
         };
-        self.send(shard_of(symbol, self.shards), cmd, link);
-        let plan = Plan::Order {
-            input: *input,
-            symbol,
-        };
-        (Outcome::Applied, plan)
+        self.send(shard_of(symbol, self.shards), &cmd, link);
+        Outcome::Applied
     }
 
     /// Side and symbol index of a valid Enter Order, or its reject code.
@@ -327,6 +354,7 @@ impl Front {
 
     /// The symbol a Cancel's or Replace's existing token was routed to (pending included: a
     /// replacement still in flight may be live by the time its shard sees this input).
+    #[inline]
     fn routed(&self, account: AccountId, token: &Token) -> Option<(u32, u16)> {
         match self.tokens[account.0 as usize].get(token)? {
             (slot, TokenState::Routed(symbol)) | (slot, TokenState::Pending(symbol)) => {
@@ -342,14 +370,14 @@ impl Front {
         account: AccountId,
         x: &ouch::CancelOrder,
         link: &mut L,
-    ) -> (Outcome, Plan) {
+    ) -> Outcome {
         let Some((slot, symbol)) = self.routed(account, &x.token) else {
-            let silent = Plan::Silent { seq: input.seq };
-            return (
-                Outcome::Ignored("cancel of an unknown or dead token"),
-                silent,
-            );
+            return self.silent(input, "cancel of an unknown or dead token", link);
         };
+        link.to_merge(&Plan::Order {
+            input: *input,
+            symbol,
+        });
         let cmd = ShardCmd::Cancel {
             seq: input.seq,
             account,
@@ -358,12 +386,8 @@ impl Front {
             token: x.token,
             shares: x.shares.0,
         };
-        self.send(shard_of(symbol, self.shards), cmd, link);
-        let plan = Plan::Order {
-            input: *input,
-            symbol,
-        };
-        (Outcome::Applied, plan)
+        self.send(shard_of(symbol, self.shards), &cmd, link);
+        Outcome::Applied
     }
 
     fn replace<L: FrontLink>(
@@ -372,33 +396,37 @@ impl Front {
         account: AccountId,
         u: &ouch::ReplaceOrder,
         link: &mut L,
-    ) -> (Outcome, Plan) {
-        let silent = Plan::Silent { seq: input.seq };
+    ) -> Outcome {
         let Some((existing_slot, symbol)) = self.routed(account, &u.existing) else {
-            return (
-                Outcome::Ignored("replace of an order that is not live"),
-                silent,
-            );
+            return self.silent(input, "replace of an order that is not live", link);
         };
         // If the existing order is not live the Replace is ignored; if it is, a used
         // replacement token is ignored too: either way nothing happens, decided here.
-        if self.lookup(account, &u.replacement, link).is_some() {
-            return (Outcome::Ignored("replacement token already used"), silent);
-        }
-        let shard = shard_of(symbol, self.shards);
-        let replacement_slot = if self.tokens_full(account, link) {
-            None
-        } else {
-            let table = &mut self.tokens[account.0 as usize];
-            let slot = table.insert(u.replacement, TokenState::Pending(symbol));
-            assert!(self.awaited[shard].len() < self.awaited_max);
-            self.awaited[shard].push_back(Awaited {
-                seq: input.seq,
-                account: account.0,
-                slot,
-            });
-            Some(slot)
+        let Err(vacant) = self.lookup(account, &u.replacement, link) else {
+            return self.silent(input, "replacement token already used", link);
         };
+        let shard = shard_of(symbol, self.shards);
+        let full = self.tokens_full(account, link);
+        let table = &mut self.tokens[account.0 as usize];
+        let replacement_slot = match (full, L::VERDICT_AT_ONCE) {
+            (true, _) => None,
+            // Recorded below once the verdict (already there) says it was consumed.
+            (false, true) => Some(table.next_slot()),
+            (false, false) => {
+                let slot = table.insert_vacant(vacant, u.replacement, TokenState::Pending(symbol));
+                assert!(self.awaited[shard].len() < self.awaited_max);
+                self.awaited[shard].push_back(Awaited {
+                    seq: input.seq,
+                    account: account.0,
+                    slot,
+                });
+                Some(slot)
+            }
+        };
+        link.to_merge(&Plan::Order {
+            input: *input,
+            symbol,
+        });
         let cmd = ShardCmd::Replace {
             seq: input.seq,
             ts: input.timestamp,
@@ -409,54 +437,50 @@ impl Front {
             order: *u,
             market: self.market(symbol, account),
         };
-        self.send(shard, cmd, link);
-        let plan = Plan::Order {
-            input: *input,
-            symbol,
-        };
-        (Outcome::Applied, plan)
+        self.send(shard, &cmd, link);
+        if L::VERDICT_AT_ONCE && !full {
+            let verdict = link
+                .try_verdict(shard)
+                .expect("an inline shard answers at once");
+            assert_eq!(verdict.seq, input.seq);
+            if verdict.consumed {
+                let table = &mut self.tokens[account.0 as usize];
+                let slot = table.insert_vacant(vacant, u.replacement, TokenState::Routed(symbol));
+                assert_eq!(Some(slot), replacement_slot, "the predicted slot");
+            }
+        }
+        Outcome::Applied
     }
 
     /// Expiry or end of day across every symbol.
-    fn sweep<L: FrontLink>(
-        &mut self,
-        input: &Input,
-        kind: SweepKind,
-        link: &mut L,
-    ) -> (Outcome, Plan) {
+    fn sweep<L: FrontLink>(&mut self, input: &Input, kind: SweepKind, link: &mut L) -> Outcome {
         let last = self.specs.len() as u16 - 1;
-        let scope = match kind {
-            SweepKind::Expiry => SweepScope::Expired,
-            SweepKind::EndOfDay => SweepScope::All,
-        };
-        for shard in shards_of_range(0, last, self.shards) {
-            let cmd = ShardCmd::Sweep {
-                seq: input.seq,
-                ts: input.timestamp,
-                scope,
-                first: 0,
-                last,
-            };
-            self.send(shard, cmd, link);
-        }
-        let plan = Plan::Sweep {
+        link.to_merge(&Plan::Sweep {
             input: *input,
             kind,
             first: 0,
             last,
+        });
+        let scope = match kind {
+            SweepKind::Expiry => SweepScope::Expired,
+            SweepKind::EndOfDay => SweepScope::All,
         };
-        (Outcome::Applied, plan)
+        let cmd = ShardCmd::Sweep {
+            seq: input.seq,
+            ts: input.timestamp,
+            scope,
+            first: 0,
+            last,
+        };
+        for shard in shards_of_range(0, last, self.shards) {
+            self.send(shard, &cmd, link);
+        }
+        Outcome::Applied
     }
 
-    fn admin<L: FrontLink>(
-        &mut self,
-        input: &Input,
-        admin: Admin,
-        link: &mut L,
-    ) -> (Outcome, Plan) {
-        let silent = Plan::Silent { seq: input.seq };
+    fn admin<L: FrontLink>(&mut self, input: &Input, admin: Admin, link: &mut L) -> Outcome {
         if self.phase != Phase::Open {
-            return (Outcome::AdminRefused("market is not open"), silent);
+            return self.refused(input, "market is not open", link);
         }
         match admin {
             Admin::Halt(locate) | Admin::Resume(locate) => {
@@ -466,11 +490,11 @@ impl Front {
                     .checked_sub(1)
                     .filter(|&s| (s as usize) < self.specs.len())
                 else {
-                    return (Outcome::AdminRefused("unknown symbol"), silent);
+                    return self.refused(input, "unknown symbol", link);
                 };
                 if self.halted[symbol as usize] == halt {
                     let why = if halt { "already halted" } else { "not halted" };
-                    return (Outcome::AdminRefused(why), silent);
+                    return self.refused(input, why, link);
                 }
                 self.halted[symbol as usize] = halt;
                 let state = if halt {
@@ -478,12 +502,12 @@ impl Front {
                 } else {
                     itch::trading_state::TRADING
                 };
-                let plan = Plan::TradingAction {
+                link.to_merge(&Plan::TradingAction {
                     input: *input,
                     symbol,
                     state,
-                };
-                (Outcome::Applied, plan)
+                });
+                Outcome::Applied
             }
             Admin::EndOfDay => {
                 self.phase = Phase::Closed;
@@ -494,6 +518,6 @@ impl Front {
 
     /// A point between inputs that the output stage must see in order (see [`super::Marker`]).
     pub fn marker<L: FrontLink>(&mut self, marker: Marker, link: &mut L) {
-        link.to_merge(Plan::Marker(marker));
+        link.to_merge(&Plan::Marker(marker));
     }
 }

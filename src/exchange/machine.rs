@@ -23,18 +23,16 @@ pub struct Exchange {
     pub(crate) front: Front,
     pub(crate) shard: Shard,
     pub(crate) merge: Merge,
-    /// The command the front sent for the input being sequenced, until its plan arrives.
-    command: Option<ShardCmd>,
     /// The verdict of the last Replace, until the front takes it.
     verdict: Option<Verdict>,
 }
 
-/// The front's link when everything runs inline.
+/// The front's link when everything runs inline: the plan begins in the merge, then the
+/// shard runs the command and pushes each event straight into the merge.
 struct Inline<'a, S: Sink> {
     shard: &'a mut Shard,
     merge: &'a mut Merge,
     sink: &'a mut S,
-    command: &'a mut Option<ShardCmd>,
     verdict: &'a mut Option<Verdict>,
 }
 
@@ -61,24 +59,23 @@ impl<S: Sink> ShardOut for Push<'_, S> {
 }
 
 impl<S: Sink> FrontLink for Inline<'_, S> {
+    const VERDICT_AT_ONCE: bool = true;
+
     #[inline]
-    fn to_shard(&mut self, shard: usize, cmd: ShardCmd) {
-        debug_assert_eq!(shard, 0);
-        assert!(self.command.replace(cmd).is_none(), "one command per plan");
+    fn to_merge(&mut self, plan: &Plan) {
+        debug_assert!(self.merge.want().is_none(), "the last plan is merged");
+        self.merge.begin(plan, self.sink);
     }
 
     #[inline]
-    fn to_merge(&mut self, plan: Plan) {
-        self.merge.begin(&plan, self.sink);
-        if let Some(cmd) = self.command.take() {
-            let mut push = Push {
-                merge: self.merge,
-                sink: self.sink,
-                verdict: self.verdict,
-            };
-            self.shard.apply(&cmd, &mut push);
-        }
-        assert!(self.merge.want().is_none(), "the plan is merged");
+    fn to_shard(&mut self, shard: usize, cmd: &ShardCmd) {
+        debug_assert_eq!(shard, 0);
+        let mut push = Push {
+            merge: self.merge,
+            sink: self.sink,
+            verdict: self.verdict,
+        };
+        self.shard.apply(cmd, &mut push);
     }
 
     fn verdict(&mut self, _: usize) -> Verdict {
@@ -100,7 +97,6 @@ impl Exchange {
             shard: Shard::new(&venue, 0, 1)?,
             merge: Merge::new(&venue, 1)?,
             venue,
-            command: None,
             verdict: None,
         })
     }
@@ -148,12 +144,11 @@ impl Exchange {
             shard: &mut self.shard,
             merge: &mut self.merge,
             sink,
-            command: &mut self.command,
             verdict: &mut self.verdict,
         };
         let outcome = self.front.apply(input, &mut link);
-        // A Replace's verdict is already here: settle it so no token stays pending.
-        self.front.settle_all(&mut link);
+        debug_assert!(self.merge.want().is_none(), "the input is merged");
+        debug_assert!(self.verdict.is_none(), "every verdict is taken at once");
         match (outcome, self.shard.ignored.take()) {
             (Outcome::Applied, Some(why)) => Outcome::Ignored(why),
             _ => outcome,
@@ -166,7 +161,6 @@ impl Exchange {
             shard: &mut self.shard,
             merge: &mut self.merge,
             sink,
-            command: &mut self.command,
             verdict: &mut self.verdict,
         };
         self.front.marker(marker, &mut link);
@@ -199,7 +193,6 @@ impl Exchange {
             shard: &mut self.shard,
             merge: &mut self.merge,
             sink,
-            command: &mut self.command,
             verdict: &mut self.verdict,
         };
         self.front.snapshot(ts, id, &mut link);

@@ -32,15 +32,22 @@ struct Taker {
     display: u8,
 }
 
+impl Taker {
+    const NONE: Taker = Taker {
+        account: AccountId(0),
+        token: Token::SPACES,
+        order_ref: 0,
+        price: Price(0),
+        display: b'N',
+    };
+}
+
 /// A plan that waits for shard events.
 #[derive(Clone, Copy, Debug)]
 enum Work {
     Idle,
-    Order {
-        input: Input,
-        symbol: u16,
-        taker: Taker,
-    },
+    /// The order input in [`Merge::order`].
+    Order,
     /// A sweep or snapshot over symbols `symbol..=last`, then a `Done` from each shard
     /// (`dones` collected so far of `dones_total`).
     Symbols {
@@ -52,6 +59,15 @@ enum Work {
         dones: usize,
         dones_total: usize,
     },
+}
+
+/// The order input being merged (kept in place: events update the taker, nothing is copied
+/// per event).
+#[derive(Clone, Copy, Debug)]
+struct OrderWork {
+    input: Input,
+    symbol: u16,
+    taker: Taker,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -78,6 +94,7 @@ pub struct Merge {
     last_seq: u64,
     pub day_ended: bool,
     work: Work,
+    order: OrderWork,
 }
 
 impl Merge {
@@ -100,6 +117,15 @@ impl Merge {
             last_seq: 0,
             day_ended: false,
             work: Work::Idle,
+            order: OrderWork {
+                input: Input {
+                    seq: 0,
+                    timestamp: Timestamp(0),
+                    command: Command::Tick,
+                },
+                symbol: 0,
+                taker: Taker::NONE,
+            },
         })
     }
 
@@ -165,18 +191,15 @@ impl Merge {
                 let Command::Ouch { account, .. } = input.command else {
                     unreachable!("order plans carry OUCH inputs");
                 };
-                let taker = Taker {
-                    account,
-                    token: Token::SPACES,
-                    order_ref: 0,
-                    price: Price(0),
-                    display: b'N',
-                };
-                self.work = Work::Order {
+                self.order = OrderWork {
                     input,
                     symbol,
-                    taker,
+                    taker: Taker {
+                        account,
+                        ..Taker::NONE
+                    },
                 };
+                self.work = Work::Order;
             }
             Plan::Sweep {
                 input,
@@ -216,7 +239,7 @@ impl Merge {
     pub fn want(&self) -> Option<usize> {
         match self.work {
             Work::Idle => None,
-            Work::Order { symbol, .. } => Some(shard_of(symbol, self.shards)),
+            Work::Order => Some(shard_of(self.order.symbol, self.shards)),
             Work::Symbols {
                 first,
                 symbol,
@@ -237,7 +260,7 @@ impl Merge {
     #[inline]
     pub fn event<S: Sink>(&mut self, event: ShardEvent, sink: &mut S) {
         match self.work {
-            Work::Order { .. } => self.order_event(event, sink),
+            Work::Order => self.order_event(event, sink),
             Work::Symbols { .. } => self.symbols_event(event, sink),
             Work::Idle => panic!("shard event {event:?} with no plan"),
         }
@@ -246,29 +269,29 @@ impl Merge {
     // ---- orders ------------------------------------------------------------------------
 
     fn order_event<S: Sink>(&mut self, event: ShardEvent, sink: &mut S) {
-        let Work::Order {
-            input,
+        let OrderWork {
+            ref input,
             symbol,
-            mut taker,
-        } = self.work
-        else {
-            unreachable!();
-        };
+            taker,
+        } = self.order;
         let ts = input.timestamp;
-        let Command::Ouch { account, message } = input.command else {
+        let Command::Ouch {
+            account,
+            ref message,
+        } = input.command
+        else {
             unreachable!("order plans carry OUCH inputs");
         };
         match event {
             ShardEvent::Done => {
                 self.work = Work::Idle;
                 self.last_seq = input.seq;
-                return;
             }
             ShardEvent::Accepted { dead } => {
-                let Inbound::Enter(o) = message else {
+                let Inbound::Enter(o) = *message else {
                     unreachable!("accepted answers an enter");
                 };
-                taker = self.accepted(ts, account, &o, dead, sink);
+                self.order.taker = self.accepted(ts, account, &o, dead, sink);
             }
             ShardEvent::Rejected { reason } => {
                 let token = match message {
@@ -279,10 +302,10 @@ impl Merge {
                 reject(ts, account, token, reason, sink);
             }
             ShardEvent::Replaced { .. } => {
-                let Inbound::Replace(u) = message else {
+                let Inbound::Replace(u) = *message else {
                     unreachable!("replaced answers a replace");
                 };
-                taker = self.replaced(ts, account, symbol, &u, &event, sink);
+                self.order.taker = self.replaced(ts, account, symbol, &u, &event, sink);
             }
             ShardEvent::Executed {
                 maker_slot,
@@ -357,11 +380,6 @@ impl Merge {
             ShardEvent::Canceled { .. } => self.canceled(ts, &event, sink),
             other => panic!("unexpected shard event for an order: {other:?}"),
         }
-        self.work = Work::Order {
-            input,
-            symbol,
-            taker,
-        };
     }
 
     fn take_order_ref(&mut self) -> u64 {

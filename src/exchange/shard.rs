@@ -426,7 +426,10 @@ impl Shard {
                 ..*old.payload
             },
         };
-        if !self.dead_on_arrival(&probe) && self.would_not_fit(&probe, Some(handle)) {
+        // The replacement's deadness depends on the book without the old order, which is on
+        // the other side (an order never crosses its own book): the same before and after.
+        let dead = self.dead_on_arrival(&probe);
+        if !dead && self.would_not_fit(&probe, Some(handle)) {
             out.event(ShardEvent::Rejected { reason: why::OTHER });
             return !tokens_full;
         }
@@ -435,39 +438,30 @@ impl Shard {
             return false;
         };
         let old = self.book_mut(symbol).remove(handle);
-        self.enter_replacement(ts, account, symbol, &old, &u, slot, out);
-        true
-    }
-
-    /// Outcome 4: the old order is off the book; enter the replacement with new priority.
-    #[allow(clippy::too_many_arguments)]
-    fn enter_replacement<O: ShardOut>(
-        &mut self,
-        ts: Timestamp,
-        account: AccountId,
-        symbol: u16,
-        old: &Removal<Resting>,
-        u: &ouch::ReplaceOrder,
-        slot: u32,
-        out: &mut O,
-    ) {
-        let exposure = u.shares.0.saturating_sub(old.payload.chain_executed);
         let entry = Entry {
-            account,
-            symbol,
-            side: old.side,
-            price: u.price,
-            shares: exposure,
-            tif: u.tif,
-            min_qty: u.min_qty.0,
             slot,
             resting: Resting {
                 token: u.replacement,
-                display: u.display,
-                ..old.payload
+                ..probe.resting
             },
+            ..probe
         };
-        let dead = self.dead_on_arrival(&entry);
+        self.enter_replacement(ts, entry, &old, dead, out);
+        true
+    }
+
+    /// Outcome 4: the old order is off the book; enter the replacement (`entry`, its
+    /// exposure as shares) with new priority.
+    fn enter_replacement<O: ShardOut>(
+        &mut self,
+        ts: Timestamp,
+        entry: Entry,
+        old: &Removal<Resting>,
+        dead: bool,
+        out: &mut O,
+    ) {
+        debug_assert_eq!(dead, self.dead_on_arrival(&entry));
+        let exposure = entry.shares;
         let replaced = |feed| ShardEvent::Replaced {
             old_slot: old.handle.0,
             side_letter: old.payload.side_letter,

@@ -77,11 +77,11 @@ struct FrontSide<'a> {
 }
 
 impl FrontLink for FrontSide<'_> {
-    fn to_shard(&mut self, shard: usize, cmd: ShardCmd) {
-        self.lanes.cmds[shard].push_back(cmd);
+    fn to_merge(&mut self, plan: &Plan) {
+        self.plans.push_back(*plan);
     }
-    fn to_merge(&mut self, plan: Plan) {
-        self.plans.push_back(plan);
+    fn to_shard(&mut self, shard: usize, cmd: &ShardCmd) {
+        self.lanes.cmds[shard].push_back(*cmd);
     }
     fn verdict(&mut self, shard: usize) -> Verdict {
         loop {

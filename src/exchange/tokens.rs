@@ -8,17 +8,34 @@
 //! until its shard says whether the replace consumed it; one that was not consumed is
 //! *voided*: it leaves the hash index and its slot is reused by the next token.
 //!
-//! Both are sized once from the configured limit and never grow. The hasher is foldhash with a
-//! fixed seed: fast on 14-byte keys and deterministic (outputs never depend on table order;
-//! the digest sorts). Tables are per account, so an account that chooses colliding tokens
-//! slows only its own lookups.
+//! Both are sized once from the configured limit and never grow. A token is hashed once per
+//! lookup, by reading its 14 bytes as two overlapping words folded through one 128-bit
+//! multiply (foldhash's mixer) with a fixed seed: a dozen instructions, deterministic (outputs
+//! never depend on table order; the digest sorts). Tables are per account, so an account that
+//! chooses colliding tokens slows only its own lookups.
 
 use crate::types::Token;
 use hashbrown::HashTable;
-use std::hash::BuildHasher;
 
-/// Fixed seed: the core reads no randomness.
-const SEED: u64 = 0x626f_7572_7365_2131;
+/// Fixed seeds: the core reads no randomness.
+const SEED_LOW: u64 = 0x626f_7572_7365_2131;
+const SEED_HIGH: u64 = 0x243f_6a88_85a3_08d3;
+
+/// A token's hash: bytes 0..8 and 6..14 as little-endian words, folded by a 128-bit multiply.
+#[inline]
+pub(crate) fn token_hash(token: &Token) -> u64 {
+    let b = &token.0;
+    let low = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+    let high = u64::from_le_bytes([b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13]]);
+    let full = u128::from(low ^ SEED_LOW) * u128::from(high ^ SEED_HIGH);
+    (full as u64) ^ ((full >> 64) as u64)
+}
+
+/// A lookup that missed: where the token would go, and its hash to insert it with.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Vacant {
+    hash: u64,
+}
 
 /// What the front knows of a token used today.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -40,7 +57,6 @@ pub(crate) struct TokenTable {
     entries: Vec<(Token, TokenState)>,
     /// Slots of voided tokens, reused before new ones (at most the pending count).
     free: Vec<u32>,
-    hasher: foldhash::fast::FixedState,
     limit: usize,
 }
 
@@ -51,7 +67,6 @@ impl TokenTable {
             index: HashTable::with_capacity(limit),
             entries: Vec::with_capacity(limit),
             free: Vec::with_capacity(limit),
-            hasher: foldhash::fast::FixedState::with_seed(SEED),
             limit,
         };
         table.prefault();
@@ -60,13 +75,9 @@ impl TokenTable {
 
     /// Touch every page now, so the first day's inserts take no page faults.
     fn prefault(&mut self) {
-        let hasher = self.hasher.clone();
+        let spread = |s: u32| u64::from(s).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         for slot in 0..self.limit as u32 {
-            self.index.insert_unique(
-                u64::from(slot).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-                slot,
-                |&s| hasher.hash_one(s),
-            );
+            self.index.insert_unique(spread(slot), slot, |&s| spread(s));
         }
         self.index.clear();
         self.entries
@@ -76,41 +87,68 @@ impl TokenTable {
         self.free.clear();
     }
 
-    fn hash(&self, token: &Token) -> u64 {
-        self.hasher.hash_one(token)
-    }
-
     /// The slot of a token used today.
     #[inline]
     pub fn find(&self, token: &Token) -> Option<u32> {
-        let entries = &self.entries;
-        self.index
-            .find(self.hash(token), |&slot| entries[slot as usize].0 == *token)
-            .copied()
+        self.lookup(token).ok().map(|(slot, _)| slot)
     }
 
     #[inline]
     pub fn get(&self, token: &Token) -> Option<(u32, TokenState)> {
-        let slot = self.find(token)?;
-        Some((slot, self.entries[slot as usize].1))
+        self.lookup(token).ok()
+    }
+
+    /// The token's slot and state, or where to insert it (the hash, computed once).
+    #[inline]
+    pub fn lookup(&self, token: &Token) -> Result<(u32, TokenState), Vacant> {
+        let hash = token_hash(token);
+        let entries = &self.entries;
+        match self
+            .index
+            .find(hash, |&slot| entries[slot as usize].0 == *token)
+        {
+            Some(&slot) => Ok((slot, entries[slot as usize].1)),
+            None => Err(Vacant { hash }),
+        }
     }
 
     /// Tokens recorded (pending ones included).
+    #[inline]
     pub fn len(&self) -> usize {
         self.entries.len() - self.free.len()
     }
 
+    #[inline]
     pub fn is_full(&self) -> bool {
         self.len() >= self.limit
     }
 
     /// Record a new token; returns its slot. The caller checked that it is unused and that
     /// there is room.
+    #[cfg(test)]
     pub fn insert(&mut self, token: Token, state: TokenState) -> u32 {
+        let vacant = Vacant {
+            hash: token_hash(&token),
+        };
+        self.insert_vacant(vacant, token, state)
+    }
+
+    /// The slot the next insert will take (a reused one first).
+    #[inline]
+    pub fn next_slot(&self) -> u32 {
+        self.free
+            .last()
+            .copied()
+            .unwrap_or(self.entries.len() as u32)
+    }
+
+    /// Record a token a [`Self::lookup`] missed; returns its slot ([`Self::next_slot`]).
+    #[inline]
+    pub fn insert_vacant(&mut self, vacant: Vacant, token: Token, state: TokenState) -> u32 {
         assert!(!self.is_full(), "token table full (caller must check)");
         assert!(state != TokenState::Void);
+        debug_assert_eq!(vacant.hash, token_hash(&token));
         debug_assert!(self.find(&token).is_none(), "token recorded twice");
-        let hash = self.hash(&token);
         let slot = match self.free.pop() {
             Some(slot) => {
                 self.entries[slot as usize] = (token, state);
@@ -121,10 +159,10 @@ impl TokenTable {
                 self.entries.len() as u32 - 1
             }
         };
-        let (entries, hasher) = (&self.entries, &self.hasher);
+        let entries = &self.entries;
         // Never rehashes: the index was reserved for `limit` slots.
         self.index
-            .insert_unique(hash, slot, |&s| hasher.hash_one(entries[s as usize].0));
+            .insert_unique(vacant.hash, slot, |&s| token_hash(&entries[s as usize].0));
         slot
     }
 
@@ -154,9 +192,7 @@ impl TokenTable {
         let entries = &self.entries;
         let found = self
             .index
-            .find_entry(self.hasher.hash_one(token), |&s| {
-                entries[s as usize].0 == token
-            })
+            .find_entry(token_hash(&token), |&s| entries[s as usize].0 == token)
             .expect("a pending token is in the index");
         found.remove();
         self.entries[slot as usize].1 = TokenState::Void;
