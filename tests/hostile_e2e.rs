@@ -297,7 +297,10 @@ fn wrong_passwords_are_slowed_and_brokers_still_trade() {
     println!("wrong-password answers in {attack:?}: {answered}");
     // Unlimited, this is thousands per second. With the backoff: a few free tries, then at
     // most one answer per pre-login slot of the source per backoff step.
-    assert!(answered < 60, "{answered} wrong-password answers in {attack:?}");
+    assert!(
+        answered < 60,
+        "{answered} wrong-password answers in {attack:?}"
+    );
     drop((alice, bob));
     // A broker with a wrong password still gets Login Rejected `A`, late but surely.
     let started = Instant::now();

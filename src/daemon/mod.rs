@@ -120,8 +120,11 @@ impl<F: FeedOut> Daemon<F> {
                 config.gateway.listen
             )
         })?;
-        let admin = AdminServer::bind(config.admin.listen, poll.registry(), ADMIN_TOKENS)
+        let secret_path = admin::secret_path(&config)?;
+        let secret = admin::Secret::load_or_create(&secret_path)?;
+        let admin = AdminServer::bind(&config.admin, secret, poll.registry(), ADMIN_TOKENS)
             .map_err(|e| format!("cannot listen for admin on {}: {e}", config.admin.listen))?;
+        tracing::info!(secret = %secret_path.display(), "admin requests are authenticated with this secret");
         let waker = Arc::new(
             mio::Waker::new(poll.registry(), WAKER_TOKEN)
                 .map_err(|e| format!("cannot create the poll waker: {e}"))?,
@@ -237,6 +240,7 @@ impl<F: FeedOut> Daemon<F> {
             if now.saturating_sub(last_timer_ns) >= TIMER_INTERVAL_NS {
                 last_timer_ns = now;
                 self.gateway.on_timer(registry, now);
+                self.admin.on_timer(registry, now);
                 self.engine.poll_feed_timers(now);
             }
             self.after_day_end(now);
@@ -280,7 +284,7 @@ impl<F: FeedOut> Daemon<F> {
             self.gateway
                 .on_event(token, registry, now, streams, &mut self.engine);
         } else if self.admin.owns(token)
-            && let Some((index, request)) = self.admin.on_event(token, registry)
+            && let Some((index, request)) = self.admin.on_event(token, registry, now)
         {
             let answer = match request {
                 Ok(request) => self.execute(&request),
