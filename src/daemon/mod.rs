@@ -134,9 +134,8 @@ impl<F: FeedOut> Daemon<F> {
         });
         // Sharded layout: the output thread wakes the loop when it has released replies.
         engine.set_output_waker(wake.clone());
-        let (requester, desk) =
-            snapshot_channel(GlimpseConfig::DEFAULT_MAX_CONNECTIONS, Some(wake));
-        let glimpse = GlimpseConfig::from_config(&config.feed, &config.accounts)?;
+        let glimpse = GlimpseConfig::from_config(&config)?;
+        let (requester, desk) = snapshot_channel(glimpse.max_connections, Some(wake));
         let glimpse = GlimpseServer::spawn(glimpse, requester)
             .map_err(|e| format!("cannot serve GLIMPSE on {}: {e}", config.feed.snapshot))?;
         let rerequest = RerequestConfig::from_feed(&config.feed)?;

@@ -636,6 +636,14 @@ fn glimpse_server_with(
         answer_timeout_ms: 2_000,
         write_timeout_ms: 2_000,
         max_connections,
+        max_per_source: max_connections,
+        backoff: crate::guard::BackoffRules {
+            free_failures: 5,
+            first_delay_ms: 100,
+            max_delay_ms: 2_000,
+            lockout_failures: 20,
+            lockout_ms: 60_000,
+        },
     };
     let handle = GlimpseServer::spawn(config, requester).unwrap();
     let engine = Engine {
@@ -789,6 +797,38 @@ fn glimpse_rejects_bad_password_and_wrong_session() {
 }
 
 #[test]
+fn glimpse_failed_logins_back_off_like_the_gateway() {
+    let (server, _engine, _) = glimpse_server(2);
+    let addr = server.local_addr();
+    // Five free failures (the test rules), then the answer waits 100 ms, then 200 ms.
+    for _ in 0..5 {
+        let started = std::time::Instant::now();
+        assert_eq!(
+            read_to_eof(glimpse_login(addr, "BRKR01", "wrong", "")),
+            vec![Seen::Rejected(b'A')]
+        );
+        assert!(started.elapsed() < Duration::from_millis(100));
+    }
+    for wait_ms in [100, 200] {
+        let started = std::time::Instant::now();
+        assert_eq!(
+            read_to_eof(glimpse_login(addr, "BRKR01", "wrong", "")),
+            vec![Seen::Rejected(b'A')]
+        );
+        assert!(
+            started.elapsed() >= Duration::from_millis(wait_ms),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    // The right password is never delayed.
+    let started = std::time::Instant::now();
+    let seen = read_to_eof(glimpse_login(addr, "BRKR01", "secret", ""));
+    assert_eq!(seen[0], Seen::Accepted(session(), 1));
+    assert!(started.elapsed() < Duration::from_millis(100));
+}
+
+#[test]
 fn glimpse_closes_a_silent_connection_and_bad_bytes() {
     let (server, _engine, _) = glimpse_server(2);
     let addr = server.local_addr();
@@ -804,31 +844,37 @@ fn glimpse_closes_a_silent_connection_and_bad_bytes() {
 }
 
 #[test]
-fn glimpse_bounds_concurrent_connections() {
+fn glimpse_bounds_connections_and_a_newcomer_closes_the_oldest_idle_one() {
     let (server, _engine, _) = glimpse_server_with(1, 5_000);
     let addr = server.local_addr();
-    // The first connection holds the only slot while it has not logged in (accepted first:
-    // the kernel queues connections in order).
+    // The first connection holds the only slot without logging in...
     let holder = TcpStream::connect(addr).unwrap();
-    let second = TcpStream::connect(addr).unwrap();
-    second.set_read_timeout(Some(WAIT)).unwrap();
-    // Closed at once: EOF (or a reset), long before the 5 s login timeout.
-    let mut buf = [0u8; 8];
+    holder.set_read_timeout(Some(WAIT)).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    // ...until a subscriber arrives: the idle one is closed (EOF or a reset), long before the
+    // 5 s login timeout, and the subscriber gets its snapshot.
     let started = std::time::Instant::now();
-    let read = (&second).read(&mut buf);
+    let subscriber = glimpse_login(addr, "BRKR01", "secret", "");
+    let mut buf = [0u8; 8];
+    let read = (&holder).read(&mut buf);
     assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
     assert!(started.elapsed() < Duration::from_secs(1));
-    drop(holder);
-    // The slot frees once the holder's thread sees its EOF; retry until then (bounded).
+    let seen = read_to_eof(subscriber);
+    assert_eq!(seen[0], Seen::Accepted(session(), 1));
+    assert_eq!(seen.last(), Some(&Seen::End));
+    // Idle connections come and go; a subscriber after them is still served (once the
+    // first snapshot's connection has lingered to its close: it holds the only slot).
     for _ in 0..40 {
+        let idle: Vec<TcpStream> = (0..5).map(|_| TcpStream::connect(addr).unwrap()).collect();
         let seen = read_to_eof(glimpse_login(addr, "BRKR01", "secret", ""));
+        drop(idle);
         if !seen.is_empty() {
             assert_eq!(seen[0], Seen::Accepted(session(), 1));
             return;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    panic!("the slot was never freed");
+    panic!("the subscriber was never served");
 }
 
 #[test]
