@@ -382,25 +382,62 @@ impl LogGate {
     }
 }
 
-/// Among pre-login connections `(source, opened_ns)`, the one to close to make room: the
-/// oldest of the source holding the most (so one noisy source cannot push out others), or,
-/// with `only`, the oldest of that source. Ties go to the oldest connection.
-pub fn eviction_victim(
-    candidates: impl Iterator<Item = (usize, IpAddr, u64)> + Clone,
-    only: Option<IpAddr>,
-) -> Option<usize> {
-    let count = |ip: IpAddr| candidates.clone().filter(|(_, s, _)| *s == ip).count();
-    candidates
-        .clone()
-        .filter(|(_, ip, _)| only.is_none_or(|o| o == *ip))
-        .max_by(|a, b| {
-            count(a.1)
-                .cmp(&count(b.1))
-                .then(b.2.cmp(&a.2))
-                .then(b.0.cmp(&a.0))
-        })
-        .map(|(index, _, _)| index)
+/// A pre-login connection that may be closed to make room: (its index, source, opened_ns).
+pub type Candidate = (usize, IpAddr, u64);
+
+/// Among `candidates`, the one to close to make room: the oldest of the source holding the
+/// most (so one noisy source cannot push out others), or, with `only`, the oldest of that
+/// source. Ties go to the older connection. Sorts `candidates` (the caller's scratch space):
+/// O(n log n), no allocation.
+pub fn eviction_victim(candidates: &mut [Candidate], only: Option<IpAddr>) -> Option<usize> {
+    if let Some(source) = only {
+        return candidates
+            .iter()
+            .filter(|c| c.1 == source)
+            .min_by_key(|c| (c.2, c.0))
+            .map(|c| c.0);
+    }
+    candidates.sort_unstable_by_key(|c| (c.1, c.2, c.0));
+    // (run length, oldest of the run) of the best run so far.
+    let mut best: Option<(usize, Candidate)> = None;
+    let mut start = 0;
+    while start < candidates.len() {
+        let source = candidates[start].1;
+        let len = candidates[start..]
+            .iter()
+            .take_while(|c| c.1 == source)
+            .count();
+        let oldest = candidates[start];
+        let better = match best {
+            None => true,
+            Some((best_len, best_oldest)) => {
+                len > best_len
+                    || (len == best_len && (oldest.2, oldest.0) < (best_oldest.2, best_oldest.0))
+            }
+        };
+        if better {
+            best = Some((len, oldest));
+        }
+        start += len;
+    }
+    best.map(|(_, c)| c.0)
 }
+
+/// A TCP listener with a backlog of `backlog` (the kernel caps it at `somaxconn`), for mio.
+/// mio's own bind uses 128, which a burst of a few hundred connects overflows: the kernel
+/// then drops SYNs and those clients wait a second for their retransmission.
+pub fn listen(addr: std::net::SocketAddr, backlog: i32) -> std::io::Result<mio::net::TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(backlog)?;
+    socket.set_nonblocking(true)?;
+    Ok(mio::net::TcpListener::from_std(socket.into()))
+}
+
+/// The backlog of every TCP listener facing clients.
+pub const LISTEN_BACKLOG: i32 = 1024;
 
 #[cfg(test)]
 mod tests {
@@ -603,16 +640,39 @@ mod tests {
         let a = ip("10.0.0.1");
         let b = ip("10.0.0.2");
         let conns = [(0, a, 50), (1, b, 10), (2, a, 30), (3, b, 5), (4, a, 40)];
-        let it = conns.iter().copied();
-        assert_eq!(
-            eviction_victim(it.clone(), None),
-            Some(2),
-            "a holds 3: its oldest"
-        );
-        assert_eq!(eviction_victim(it.clone(), Some(b)), Some(3));
-        assert_eq!(eviction_victim(it.clone(), Some(ip("10.0.0.9"))), None);
-        let tie = [(0, a, 9), (1, b, 3)];
-        assert_eq!(eviction_victim(tie.iter().copied(), None), Some(1));
-        assert_eq!(eviction_victim([].iter().copied(), None), None);
+        let victim = |only| eviction_victim(&mut conns.clone(), only);
+        assert_eq!(victim(None), Some(2), "a holds 3: its oldest");
+        assert_eq!(victim(Some(b)), Some(3));
+        assert_eq!(victim(Some(ip("10.0.0.9"))), None);
+        let mut tie = [(0, a, 9), (1, b, 3)];
+        assert_eq!(eviction_victim(&mut tie, None), Some(1));
+        assert_eq!(eviction_victim(&mut [], None), None);
+        // The same as the obvious quadratic rule on many random tables.
+        let mut seed = 7u64;
+        for _ in 0..200 {
+            let mut table: Vec<Candidate> = (0..40)
+                .map(|i| {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    let last = (seed >> 60) as u8;
+                    (
+                        i,
+                        IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, last)),
+                        (seed >> 20) % 50,
+                    )
+                })
+                .collect();
+            let count = |s: IpAddr| table.iter().filter(|c| c.1 == s).count();
+            let want = table
+                .iter()
+                .max_by(|x, y| {
+                    count(x.1)
+                        .cmp(&count(y.1))
+                        .then((y.2, y.0).cmp(&(x.2, x.0)))
+                })
+                .map(|c| c.0);
+            assert_eq!(eviction_victim(&mut table, None), want);
+        }
     }
 }

@@ -191,20 +191,53 @@ fn half_logins_do_not_lock_brokers_out() {
     let dir = tempfile::tempdir().unwrap();
     let venue = Venue::start(dir.path(), &config(dir.path(), ""));
     let half = login_bytes("ALICE", "x");
+    let half = half[..half.len() / 2].to_vec();
     let mut held = Vec::new();
     for round in 0..3 {
         // 64 connections, each half a login, kept open (the attack), every round.
         for _ in 0..64 {
             let mut s = TcpStream::connect(venue.gateway).unwrap();
-            s.write_all(&half[..half.len() / 2]).unwrap();
+            s.write_all(&half).unwrap();
             held.push(s);
         }
         let token = format!("H{round}");
         let broker = broker_trades(&venue, "BOB", "bobpw", &token);
         drop(broker);
     }
+    // And while an attacker keeps opening such connections as fast as it can.
+    let stop = Arc::new(AtomicBool::new(false));
+    let attacker = {
+        let (stop, addr, half) = (stop.clone(), venue.gateway, half.clone());
+        std::thread::spawn(move || {
+            let mut open = std::collections::VecDeque::new();
+            let mut opened = 0u64;
+            while !stop.load(Ordering::Relaxed) && opened < 1_000_000 {
+                if let Ok(mut s) = TcpStream::connect(addr) {
+                    let _ = s.write_all(&half);
+                    open.push_back(s);
+                    opened += 1;
+                }
+                if open.len() > 100 {
+                    open.pop_front();
+                }
+            }
+            opened
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    for round in 3..8 {
+        let token = format!("H{round}");
+        drop(broker_trades(&venue, "BOB", "bobpw", &token));
+    }
+    stop.store(true, Ordering::Relaxed);
+    println!(
+        "the attacker opened {} connections",
+        attacker.join().unwrap()
+    );
     drop(held);
-    acknowledged_are_kept(&venue, "BOB", "bobpw", &["H0", "H1", "H2"]);
+    let tokens: Vec<String> = (0..8).map(|r| format!("H{r}")).collect();
+    let tokens: Vec<&str> = tokens.iter().map(String::as_str).collect();
+    acknowledged_are_kept(&venue, "BOB", "bobpw", &tokens);
 }
 
 #[test]

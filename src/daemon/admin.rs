@@ -272,7 +272,7 @@ impl AdminServer {
         registry: &Registry,
         token_base: usize,
     ) -> io::Result<AdminServer> {
-        let mut listener = TcpListener::bind(config.listen)?;
+        let mut listener = crate::guard::listen(config.listen, crate::guard::LISTEN_BACKLOG)?;
         registry.register(&mut listener, Token(token_base), Interest::READABLE)?;
         let slots = config.max_connections.max(1) as usize;
         Ok(AdminServer {
@@ -397,6 +397,10 @@ impl AdminServer {
                 suppressed,
                 "admin connections all taken: closing the oldest for a new one"
             );
+        }
+        if let Some(conn) = &self.conns[oldest] {
+            // A reset: nothing is owed, and no TIME_WAIT is left behind.
+            let _ = socket2::SockRef::from(&conn.stream).set_linger(Some(Duration::ZERO));
         }
         self.close(oldest, registry, "evicted for a newer connection");
         oldest

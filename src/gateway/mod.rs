@@ -79,6 +79,8 @@ pub struct Gateway {
     rules: BackoffRules,
     /// The last accept turn stopped at its bound: the backlog may hold more.
     accept_again: bool,
+    /// Scratch space for choosing a connection to evict (capacity: every slot).
+    candidates: Vec<crate::guard::Candidate>,
     /// Connections refused outright (every slot logged in).
     refused_log: LogGate,
     last_sweep_ns: u64,
@@ -103,7 +105,7 @@ impl Gateway {
         registry: &Registry,
         token_base: usize,
     ) -> io::Result<Gateway> {
-        let mut listener = TcpListener::bind(cfg.listen)?;
+        let mut listener = crate::guard::listen(cfg.listen, crate::guard::LISTEN_BACKLOG)?;
         registry.register(&mut listener, Token(token_base), Interest::READABLE)?;
         let max = cfg.max_connections as usize;
         let buffers = (0..max)
@@ -123,6 +125,7 @@ impl Gateway {
                 lockout_ms: cfg.login_lockout_ms,
             },
             accept_again: false,
+            candidates: Vec::with_capacity(max),
             refused_log: LogGate::default(),
             last_sweep_ns: 0,
             live: vec![None; accounts.len()],
@@ -245,19 +248,23 @@ impl Gateway {
     /// A free slot for a new connection from `source`, closing a pre-login connection if a
     /// budget is full (see the module docs). `None`: every slot holds a logged-in session.
     fn make_room(&mut self, source: IpAddr, registry: &Registry, now_ns: u64) -> Option<usize> {
-        let pre_login = || {
-            self.conns.iter().enumerate().filter_map(|(i, c)| {
-                let c = c.as_ref()?;
-                c.is_pre_login().then(|| (i, c.peer.ip(), c.opened_ns))
-            })
-        };
-        let total = pre_login().count();
-        let from_source = pre_login().filter(|(_, ip, _)| *ip == source).count();
-        let free = self.conns.iter().position(Option::is_none);
+        // One pass: the pre-login candidates (into scratch space sized at start-up) and the
+        // first free slot.
+        let candidates = &mut self.candidates;
+        candidates.clear();
+        let mut free = None;
+        for (i, slot) in self.conns.iter().enumerate() {
+            match slot {
+                None => free = free.or(Some(i)),
+                Some(c) if c.is_pre_login() => candidates.push((i, c.peer.ip(), c.opened_ns)),
+                Some(_) => {}
+            }
+        }
+        let from_source = candidates.iter().filter(|c| c.1 == source).count();
         let victim = if from_source >= self.cfg.max_pending_per_source as usize {
-            eviction_victim(pre_login(), Some(source))
-        } else if total >= self.cfg.max_pending_logins as usize || free.is_none() {
-            eviction_victim(pre_login(), None)
+            eviction_victim(candidates, Some(source))
+        } else if candidates.len() >= self.cfg.max_pending_logins as usize || free.is_none() {
+            eviction_victim(candidates, None)
         } else {
             None
         };
@@ -279,6 +286,7 @@ impl Gateway {
         }
         let what = "pre-login connections over budget: closing the oldest";
         self.report(ip, now_ns, what, false);
+        abort_on_close(&conn);
         self.settle(
             index,
             conn,
@@ -595,6 +603,7 @@ impl Gateway {
         let since = |t: u64| now_ns.saturating_sub(t) / NS_PER_MS;
         match conn.state {
             State::AwaitingLogin if since(conn.opened_ns) >= cfg.login_timeout_ms => {
+                abort_on_close(conn);
                 return Some("no login request in time".into());
             }
             State::AwaitingLogin => return None,
@@ -655,4 +664,12 @@ fn reject_now(conn: &mut Connection, reason: u8) {
     let rejected = Packet::LoginRejected { reason };
     conn.queue(rejected.encoded_len(), |buf| rejected.encode(buf));
     conn.closing = true;
+}
+
+/// Close with a reset rather than a FIN: nothing is owed to a connection that never logged
+/// in, and a reset leaves no TIME_WAIT behind. Under a connection flood the server closes
+/// thousands of these; with TIME_WAITs, a new connection that reuses a port number has its
+/// SYN dropped and waits a second for the retransmission (seen on loopback).
+fn abort_on_close(conn: &Connection) {
+    let _ = socket2::SockRef::from(&conn.stream).set_linger(Some(std::time::Duration::ZERO));
 }

@@ -355,7 +355,7 @@ impl GlimpseServer {
     /// Bind `config.listen` and serve on a thread named `glimpse` until the handle is stopped.
     pub fn spawn(config: GlimpseConfig, requester: SnapshotRequester) -> io::Result<ServerHandle> {
         assert!(config.max_connections > 0 && config.max_per_source > 0);
-        let mut listener = mio::net::TcpListener::bind(config.listen)?;
+        let mut listener = crate::guard::listen(config.listen, crate::guard::LISTEN_BACKLOG)?;
         let local_addr = listener.local_addr()?;
         let poll = mio::Poll::new()?;
         poll.registry()
@@ -432,23 +432,25 @@ fn take_slot(shared: &Shared, stream: &TcpStream, source: IpAddr) -> Option<u64>
     if slots.evicted_running >= config.max_connections {
         return refuse(slots, "closed connections still finishing");
     }
-    let pre_login = slots
+    let mut pre_login: Vec<crate::guard::Candidate> = slots
         .list
         .iter()
         .enumerate()
         .filter(|(_, s)| !s.logged_in)
-        .map(|(i, s)| (i, s.source, s.opened_ns));
-    let from_source = pre_login.clone().filter(|(_, ip, _)| *ip == source).count();
+        .map(|(i, s)| (i, s.source, s.opened_ns))
+        .collect();
+    let from_source = pre_login.iter().filter(|c| c.1 == source).count();
     let victim = if from_source >= config.max_per_source {
-        eviction_victim(pre_login, Some(source))
+        eviction_victim(&mut pre_login, Some(source))
     } else if slots.list.len() >= config.max_connections {
-        eviction_victim(pre_login, None)
+        eviction_victim(&mut pre_login, None)
     } else {
         None
     };
     if let Some(index) = victim {
         let evicted = slots.list.swap_remove(index);
-        // Its thread sees EOF or an error at once and ends.
+        // Its thread sees EOF or an error at once and ends; a reset leaves no TIME_WAIT.
+        let _ = socket2::SockRef::from(&evicted.stream).set_linger(Some(Duration::ZERO));
         let _ = evicted.stream.shutdown(Shutdown::Both);
         slots.evicted_running += 1;
         if let Some(suppressed) = slots.evicted_log.pass(now_ns, LOG_INTERVAL_MS) {
