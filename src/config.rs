@@ -491,4 +491,38 @@ mod tests {
         c.feed.group = "127.0.0.1:1".parse().unwrap();
         assert!(c.check().unwrap_err().contains("multicast"));
     }
+
+    #[test]
+    fn hostile_client_limits_are_checked() {
+        let c = Config::embedded_default();
+        assert_eq!(c.gateway.login_timeout_ms, 5_000);
+        assert_eq!(c.feed.rerequest_allow, None);
+        assert_eq!(c.admin.secret_file, None);
+        let mut bad = c.clone();
+        bad.gateway.max_pending_per_source = 0;
+        assert!(
+            bad.check()
+                .unwrap_err()
+                .contains("gateway.max_pending_per_source")
+        );
+        let mut bad = c.clone();
+        bad.admin.max_connections = 0;
+        assert!(bad.check().unwrap_err().contains("admin.max_connections"));
+        let mut bad = c.clone();
+        bad.feed.rerequest_allow = Some(vec!["10.0.0.0/8".into(), "10.0.0.0/40".into()]);
+        assert!(bad.check().unwrap_err().contains("feed.rerequest_allow"));
+        let text = format!(
+            "{}\n",
+            DEFAULT_TOML.replace(
+                "[admin]\n",
+                "[admin]\nsecret_file = \"/etc/bourse/admin.key\"\nrequest_timeout_ms = 500\n"
+            )
+        );
+        let parsed = Config::parse(&text, "t").unwrap();
+        assert_eq!(
+            parsed.admin.secret_file,
+            Some(PathBuf::from("/etc/bourse/admin.key"))
+        );
+        assert_eq!(parsed.admin.request_timeout_ms, 500);
+    }
 }
