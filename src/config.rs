@@ -47,6 +47,16 @@ pub struct GatewayConfig {
     pub max_connections: u32,
     /// Bytes queued for one client before it is disconnected as a slow reader.
     pub outbound_buffer_bytes: u32,
+    /// Connections not logged in yet, at once; at the bound a new one closes the oldest.
+    pub max_pending_logins: u32,
+    /// Connections not logged in yet from one source address, at once (same rule).
+    pub max_pending_per_source: u32,
+    /// Longest delay before a failed login from a busy source gets Login Rejected `A`.
+    pub login_backoff_max_ms: u64,
+    /// Failed logins a source may have remembered before it is locked out.
+    pub login_lockout_failures: u32,
+    /// How long failures are remembered, and a lockout lasts, after a source's last failure.
+    pub login_lockout_ms: u64,
 }
 
 impl Default for GatewayConfig {
@@ -56,9 +66,14 @@ impl Default for GatewayConfig {
             session: "BOURSE0001".into(),
             heartbeat_ms: 1_000,
             client_timeout_ms: 15_000,
-            login_timeout_ms: 30_000,
+            login_timeout_ms: 5_000,
             max_connections: 64,
             outbound_buffer_bytes: 1 << 20,
+            max_pending_logins: 32,
+            max_pending_per_source: 8,
+            login_backoff_max_ms: 2_000,
+            login_lockout_failures: 20,
+            login_lockout_ms: 60_000,
         }
     }
 }
@@ -112,6 +127,19 @@ pub struct FeedConfig {
     pub heartbeat_ms: u64,
     /// Multicast TTL (0 keeps packets on this host).
     pub ttl: u32,
+    /// Address blocks the re-request server answers; none = loopback plus the network of
+    /// `interface` (and of the re-request address).
+    pub rerequest_allow: Option<Vec<String>>,
+    /// Re-requests answered per second per source address.
+    pub rerequest_requests_per_s: u32,
+    /// Bytes per second a source may get beyond one byte out per byte it sent.
+    pub rerequest_bytes_per_s: u32,
+    /// GLIMPSE: close a connection that has not logged in after this long.
+    pub snapshot_login_timeout_ms: u64,
+    /// GLIMPSE connections at once.
+    pub snapshot_max_connections: u32,
+    /// GLIMPSE connections not logged in yet from one source address, at once.
+    pub snapshot_max_per_source: u32,
 }
 
 impl Default for FeedConfig {
@@ -126,6 +154,12 @@ impl Default for FeedConfig {
             max_hold_us: 100,
             heartbeat_ms: 1_000,
             ttl: 1,
+            rerequest_allow: None,
+            rerequest_requests_per_s: 1_000,
+            rerequest_bytes_per_s: 256 << 10,
+            snapshot_login_timeout_ms: 5_000,
+            snapshot_max_connections: 8,
+            snapshot_max_per_source: 4,
         }
     }
 }
@@ -134,12 +168,22 @@ impl Default for FeedConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct AdminConfig {
     pub listen: SocketAddr,
+    /// The shared secret for admin authentication; none = `<journal.dir>.admin-secret`.
+    /// The daemon creates it (mode 0600, random) if it does not exist.
+    pub secret_file: Option<PathBuf>,
+    /// Close an admin connection that has not sent its request after this long.
+    pub request_timeout_ms: u64,
+    /// Admin connections at once; at the bound a new one closes the oldest.
+    pub max_connections: u32,
 }
 
 impl Default for AdminConfig {
     fn default() -> Self {
         AdminConfig {
             listen: "127.0.0.1:15001".parse().expect("literal"),
+            secret_file: None,
+            request_timeout_ms: 2_000,
+            max_connections: 64,
         }
     }
 }
@@ -279,6 +323,7 @@ impl Config {
                 ));
             }
         }
+        self.check_hostile_limits()?;
         for (i, a) in self.accounts.iter().enumerate() {
             if a.password.len() > 10 || !a.password.is_ascii() {
                 return Err(format!(
@@ -297,6 +342,54 @@ impl Config {
         // tool or `bourse admin` that reads the config allocates no books.
         self.venue().check().map_err(|e| e.to_string())?;
         crate::limits::check(self)
+    }
+
+    /// The bounds that keep hostile clients from taking a port (issue 12): each at least 1.
+    fn check_hostile_limits(&self) -> Result<(), String> {
+        let at_least_one = [
+            (
+                "gateway.max_pending_logins",
+                u64::from(self.gateway.max_pending_logins),
+            ),
+            (
+                "gateway.max_pending_per_source",
+                u64::from(self.gateway.max_pending_per_source),
+            ),
+            ("gateway.login_timeout_ms", self.gateway.login_timeout_ms),
+            (
+                "gateway.login_lockout_failures",
+                u64::from(self.gateway.login_lockout_failures),
+            ),
+            (
+                "feed.rerequest_requests_per_s",
+                u64::from(self.feed.rerequest_requests_per_s),
+            ),
+            (
+                "feed.snapshot_login_timeout_ms",
+                self.feed.snapshot_login_timeout_ms,
+            ),
+            (
+                "feed.snapshot_max_connections",
+                u64::from(self.feed.snapshot_max_connections),
+            ),
+            (
+                "feed.snapshot_max_per_source",
+                u64::from(self.feed.snapshot_max_per_source),
+            ),
+            ("admin.request_timeout_ms", self.admin.request_timeout_ms),
+            (
+                "admin.max_connections",
+                u64::from(self.admin.max_connections),
+            ),
+        ];
+        if let Some((key, _)) = at_least_one.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("{key} must be at least 1"));
+        }
+        if let Some(blocks) = &self.feed.rerequest_allow {
+            crate::guard::Allowlist::parse(blocks)
+                .map_err(|e| format!("feed.rerequest_allow: {e}"))?;
+        }
+        Ok(())
     }
 
     /// The venue definition the state machine runs with (no passwords).
@@ -389,5 +482,39 @@ mod tests {
         let mut c = Config::embedded_default();
         c.feed.group = "127.0.0.1:1".parse().unwrap();
         assert!(c.check().unwrap_err().contains("multicast"));
+    }
+
+    #[test]
+    fn hostile_client_limits_are_checked() {
+        let c = Config::embedded_default();
+        assert_eq!(c.gateway.login_timeout_ms, 5_000);
+        assert_eq!(c.feed.rerequest_allow, None);
+        assert_eq!(c.admin.secret_file, None);
+        let mut bad = c.clone();
+        bad.gateway.max_pending_per_source = 0;
+        assert!(
+            bad.check()
+                .unwrap_err()
+                .contains("gateway.max_pending_per_source")
+        );
+        let mut bad = c.clone();
+        bad.admin.max_connections = 0;
+        assert!(bad.check().unwrap_err().contains("admin.max_connections"));
+        let mut bad = c.clone();
+        bad.feed.rerequest_allow = Some(vec!["10.0.0.0/8".into(), "10.0.0.0/40".into()]);
+        assert!(bad.check().unwrap_err().contains("feed.rerequest_allow"));
+        let text = format!(
+            "{}\n",
+            DEFAULT_TOML.replace(
+                "[admin]\n",
+                "[admin]\nsecret_file = \"/etc/bourse/admin.key\"\nrequest_timeout_ms = 500\n"
+            )
+        );
+        let parsed = Config::parse(&text, "t").unwrap();
+        assert_eq!(
+            parsed.admin.secret_file,
+            Some(PathBuf::from("/etc/bourse/admin.key"))
+        );
+        assert_eq!(parsed.admin.request_timeout_ms, 500);
     }
 }

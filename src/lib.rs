@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod engine;
 pub mod exchange;
 pub mod gateway;
+pub mod guard;
 pub mod journal;
 pub mod limits;
 pub mod marketdata;

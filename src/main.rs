@@ -173,13 +173,7 @@ fn admin_command(config: Option<PathBuf>, action: AdminAction) -> Result<(), Str
         AdminAction::EndOfDay => Request::EndOfDay,
         AdminAction::Status => Request::Status,
     };
-    let answer =
-        admin::send(config.admin.listen, &request, Duration::from_secs(5)).map_err(|e| {
-            format!(
-                "cannot reach the daemon's admin port {}: {e}",
-                config.admin.listen
-            )
-        })?;
+    let answer = admin::send_with_config(&config, &request, Duration::from_secs(5))?;
     println!("{answer}");
     if answer.starts_with("ok") {
         Ok(())

@@ -3,7 +3,7 @@
 mod common;
 
 use bourse::client::{OuchClient, Received};
-use bourse::daemon::admin::{self, Request};
+use bourse::daemon::admin::Request;
 use bourse::replay::StreamHasher;
 use bourse::types::{Alpha, Firm, Price, Shares};
 use bourse::wire::ouch::{CancelOrder, EnterOrder, Inbound, Outbound};
@@ -233,7 +233,7 @@ fn admin_halt_resume_and_end_of_day() {
         .send(&enter("R1", b'B', 100, "AAPL", 100_000))
         .unwrap();
     assert_eq!(kinds(&alice.recv_messages(2, TIMEOUT).unwrap()), "SA");
-    let ask = |r: Request| admin::send(venue.admin, &r, TIMEOUT).unwrap();
+    let ask = |r: Request| venue.ask_admin(&r);
     assert_eq!(ask(Request::Halt("AAPL".into())), "ok halt AAPL");
     assert!(ask(Request::Halt("AAPL".into())).starts_with("error"));
     assert!(ask(Request::Halt("NOPE".into())).starts_with("error unknown symbol"));

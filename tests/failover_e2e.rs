@@ -5,7 +5,7 @@
 mod common;
 
 use bourse::client::{OuchClient, Received};
-use bourse::daemon::admin::{self, Request};
+use bourse::daemon::admin::Request;
 use bourse::types::{Alpha, Firm, Price, Shares};
 use bourse::wire::ouch::{EnterOrder, Inbound, Outbound};
 use common::{FeedCollector, Proxy, Standby, TIMEOUT, Venue, bourse, config_full, unique_group};
@@ -216,10 +216,7 @@ fn kill_primary_under_load(run_for: Duration) {
             "every order sent is accepted exactly once"
         );
     }
-    assert_eq!(
-        admin::send(new_primary.admin, &Request::EndOfDay, TIMEOUT).unwrap(),
-        "ok end-of-day"
-    );
+    assert_eq!(new_primary.ask_admin(&Request::EndOfDay), "ok end-of-day");
     // Sessions stay open after end of day (DESIGN.md 4): read up to its System Event `E`.
     for (b, c) in brokers.iter_mut().zip(clients.iter_mut()) {
         loop {
@@ -377,10 +374,7 @@ fn the_old_primary_rejoins_as_a_standby_and_drops_what_the_new_primary_never_had
         &format!("dir = \"{}\"", old_journal.display()),
     );
     let rejoined = Standby::start(&rejoin_dir, &text);
-    assert_eq!(
-        admin::send(new.admin, &Request::EndOfDay, TIMEOUT).unwrap(),
-        "ok end-of-day"
-    );
+    assert_eq!(new.ask_admin(&Request::EndOfDay), "ok end-of-day");
     let new_journal = new.journal.clone();
     // Wait until the rejoined standby has caught up: same digests as the new primary.
     let deadline = Instant::now() + Duration::from_secs(10);

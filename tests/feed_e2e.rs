@@ -4,7 +4,7 @@
 mod common;
 
 use bourse::client::OuchClient;
-use bourse::daemon::admin::{self, Request};
+use bourse::daemon::admin::Request;
 use bourse::types::{Alpha, Firm, Price, Shares};
 use bourse::wire::itch::{self, Body};
 use bourse::wire::ouch::{CancelOrder, EnterOrder, Inbound, ReplaceOrder};
@@ -112,10 +112,7 @@ fn the_feed_with_lost_packets_refilled_equals_offline_replay() {
     let mut clients = login_all(&venue);
     trade(&mut clients, 1);
     std::thread::sleep(Duration::from_millis(100));
-    assert_eq!(
-        admin::send(venue.admin, &Request::EndOfDay, TIMEOUT).unwrap(),
-        "ok end-of-day"
-    );
+    assert_eq!(venue.ask_admin(&Request::EndOfDay), "ok end-of-day");
     let collector = feed.join().unwrap();
     assert!(collector.ended, "End of Session packet seen");
     assert!(collector.rerequests > 0, "lost packets were re-requested");
@@ -240,7 +237,7 @@ fn a_late_joiner_with_glimpse_rebuilds_the_book_of_a_full_receiver() {
     trade(&mut clients, 2);
     std::thread::sleep(Duration::from_millis(200));
     let mut full = FeedCollector::join(&venue);
-    let status = admin::send(venue.admin, &Request::Status, TIMEOUT).unwrap();
+    let status = venue.ask_admin(&Request::Status);
     let itch_count: u64 = status
         .split("itch=")
         .nth(1)

@@ -16,7 +16,7 @@
 mod common;
 
 use bourse::client::{OuchClient, Received};
-use bourse::daemon::admin::{self, Request};
+use bourse::daemon::admin::Request;
 use bourse::types::{Alpha, Firm, Price, Shares};
 use bourse::wire::ascii::SessionId;
 use bourse::wire::itch::{self, Body};
@@ -677,10 +677,7 @@ fn trade(venue: &Venue) -> Session {
         alice.client.recv(TIMEOUT).unwrap(),
         Some(Received::Closed)
     ));
-    assert_eq!(
-        admin::send(venue.admin, &Request::EndOfDay, TIMEOUT).unwrap(),
-        "ok end-of-day"
-    );
+    assert_eq!(venue.ask_admin(&Request::EndOfDay), "ok end-of-day");
     // End of day: BOB's resting B9, B7 (AAPL asks), B5R (MSFT bid), B8 (MSFT ask), then E.
     let eod = bob.expect("CCCCS");
     assert!(

@@ -134,14 +134,23 @@ fn answering_rerequests_allocates_nothing() {
         listen: "127.0.0.1:0".parse().unwrap(),
         session: session(),
         max_payload_bytes: 1400,
+        limits: Default::default(),
     };
     let mut server = RerequestServer::bind(&config, reader).unwrap();
     let mut request = [0u8; Request::LEN];
     let mut answered_bytes = 0usize;
+    // Through the allowlist and the per-source budgets too, from many sources (each new
+    // one takes a slot of the preallocated table).
+    let sources: Vec<std::net::IpAddr> = (0..64u8)
+        .map(|i| std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 1, i)))
+        .collect();
     let allocations = allocations_in(|| {
         for n in 0..1_000u64 {
             Request::new(session(), 1 + n * 5, 100).encode(&mut request);
             answered_bytes += server.answer(&request).map_or(0, |p| p.len());
+            let source = sources[n as usize % sources.len()];
+            let guarded = server.answer_from(&request, source, n * 1_000_000);
+            answered_bytes += guarded.map_or(0, |p| p.len());
         }
     });
     assert!(answered_bytes > 1_000 * 1_300);

@@ -7,7 +7,7 @@
 mod common;
 
 use bourse::client::{OuchClient, Received};
-use bourse::daemon::admin::{self, Request};
+use bourse::daemon::admin::Request;
 use bourse::replay::StreamHasher;
 use bourse::types::{Alpha, Firm, Price, Shares};
 use bourse::wire::itch;
@@ -161,21 +161,18 @@ fn sharded_day(shards: u32) {
         glimpse_a_count(&venue) > 0,
         "the snapshot holds resting orders"
     );
-    let halt = admin::send(venue.admin, &Request::Halt("IBM".into()), TIMEOUT).unwrap();
+    let halt = venue.ask_admin(&Request::Halt("IBM".into()));
     assert_eq!(halt, "ok halt IBM");
     clients[0]
         .send(&enter("H1", b'B', 100, "IBM", 100_000, b'Y'))
         .unwrap();
-    let resume = admin::send(venue.admin, &Request::Resume("IBM".into()), TIMEOUT).unwrap();
+    let resume = venue.ask_admin(&Request::Resume("IBM".into()));
     assert_eq!(resume, "ok resume IBM");
     trade(&mut clients, 2);
     std::thread::sleep(Duration::from_millis(100));
-    let status = admin::send(venue.admin, &Request::Status, TIMEOUT).unwrap();
+    let status = venue.ask_admin(&Request::Status);
     assert!(status.starts_with("ok seq="), "{status}");
-    assert_eq!(
-        admin::send(venue.admin, &Request::EndOfDay, TIMEOUT).unwrap(),
-        "ok end-of-day"
-    );
+    assert_eq!(venue.ask_admin(&Request::EndOfDay), "ok end-of-day");
     let received: Vec<Vec<Outbound>> = clients.iter_mut().map(drain).collect();
     let collector = feed.join().unwrap();
     assert!(collector.ended, "End of Session packet seen");

@@ -119,8 +119,11 @@ impl<F: FeedOut> Daemon<F> {
                 config.gateway.listen
             )
         })?;
-        let admin = AdminServer::bind(config.admin.listen, poll.registry(), ADMIN_TOKENS)
+        let secret_path = admin::secret_path(&config)?;
+        let secret = admin::Secret::load_or_create(&secret_path)?;
+        let admin = AdminServer::bind(&config.admin, secret, poll.registry(), ADMIN_TOKENS)
             .map_err(|e| format!("cannot listen for admin on {}: {e}", config.admin.listen))?;
+        tracing::info!(secret = %secret_path.display(), "admin requests are authenticated with this secret");
         let waker = Arc::new(
             mio::Waker::new(poll.registry(), WAKER_TOKEN)
                 .map_err(|e| format!("cannot create the poll waker: {e}"))?,
@@ -131,9 +134,8 @@ impl<F: FeedOut> Daemon<F> {
         // The output stage wakes the loop when it has released replies (sharded: from the
         // output thread).
         node.set_output_waker(wake.clone());
-        let (requester, desk) =
-            snapshot_channel(GlimpseConfig::DEFAULT_MAX_CONNECTIONS, Some(wake));
-        let glimpse = GlimpseConfig::from_config(&config.feed, &config.accounts)?;
+        let glimpse = GlimpseConfig::from_config(&config)?;
+        let (requester, desk) = snapshot_channel(glimpse.max_connections, Some(wake));
         let glimpse = GlimpseServer::spawn(glimpse, requester)
             .map_err(|e| format!("cannot serve GLIMPSE on {}: {e}", config.feed.snapshot))?;
         let rerequest = RerequestConfig::from_feed(&config.feed)?;
@@ -234,7 +236,9 @@ impl<F: FeedOut> Daemon<F> {
             self.gateway.pump(&streams, self.poll.registry(), now);
             if now.saturating_sub(last_timer_ns) >= TIMER_INTERVAL_NS {
                 last_timer_ns = now;
-                self.gateway.on_timer(self.poll.registry(), now);
+                let registry = self.poll.registry();
+                self.gateway.on_timer(registry, now);
+                self.admin.on_timer(registry, now);
             }
             self.node.idle();
             self.after_day_end();
@@ -278,7 +282,7 @@ impl<F: FeedOut> Daemon<F> {
             self.gateway
                 .on_event(token, registry, now, streams, &mut self.node);
         } else if self.admin.owns(token)
-            && let Some((index, request)) = self.admin.on_event(token, registry)
+            && let Some((index, request)) = self.admin.on_event(token, registry, now)
         {
             let answer = match request {
                 Ok(request) => self.execute(&request),

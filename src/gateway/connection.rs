@@ -13,6 +13,12 @@ pub(crate) const WRITE_BUFFER_BYTES: usize = 64 << 10;
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum State {
     AwaitingLogin,
+    /// Wrong credentials from a source in backoff: Login Rejected `reason` goes out at
+    /// `due_ns`, then the connection closes. Nothing more is read from it.
+    Rejecting {
+        reason: u8,
+        due_ns: u64,
+    },
     LoggedIn {
         session: Admitted,
         /// Sequence number of the next message to copy into the write buffer.
@@ -40,13 +46,15 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
-    pub fn new(stream: TcpStream, peer: SocketAddr, now_ns: u64) -> Connection {
+    /// `out` is a write buffer of [`WRITE_BUFFER_BYTES`] from the gateway's pool.
+    pub fn new(stream: TcpStream, peer: SocketAddr, now_ns: u64, out: Box<[u8]>) -> Connection {
+        assert_eq!(out.len(), WRITE_BUFFER_BYTES);
         Connection {
             stream,
             peer,
             reader: FrameReader::new(soupbin::CLIENT_MAX_PACKET_LEN),
             state: State::AwaitingLogin,
-            out: vec![0u8; WRITE_BUFFER_BYTES].into_boxed_slice(),
+            out,
             out_start: 0,
             out_end: 0,
             opened_ns: now_ns,
@@ -55,6 +63,18 @@ impl Connection {
             last_progress_ns: now_ns,
             closing: false,
         }
+    }
+
+    /// Not logged in (yet): the connections the pre-login budgets count and may evict.
+    pub fn is_pre_login(&self) -> bool {
+        !matches!(self.state, State::LoggedIn { .. })
+    }
+
+    /// Give the write buffer back (for the pool) as the connection goes.
+    pub fn take_buffer(&mut self) -> Box<[u8]> {
+        self.out_start = 0;
+        self.out_end = 0;
+        std::mem::take(&mut self.out)
     }
 
     pub fn pending_bytes(&self) -> usize {

@@ -4,6 +4,22 @@
 //! into it, so re-login replays from any number and a slow client only ever costs its own
 //! fixed write buffer. Inbound OUCH is checked (type and length) before it is handed to the
 //! sequencer; bad bytes close that one connection with a log line.
+//!
+//! Hostile clients (issue 12; README "Hostile clients" has the rules for operators):
+//! - Connections not logged in yet have their own budget (`max_pending_logins`, and
+//!   `max_pending_per_source` per source address) and `login_timeout_ms`. At a bound, a new
+//!   connection closes the oldest pre-login connection of the source holding the most (its
+//!   own source for the per-source bound): idle or half-sent logins can never keep a newcomer
+//!   out, and logged-in sessions are never closed to make room.
+//! - New connections are accepted a few per turn and read at once (their login is usually
+//!   already there), so a broker's login is judged before a flood of newer connections from
+//!   the same address could push it out.
+//! - Failed logins (`A`) are counted per source ([`crate::guard::BackoffRules`]): a few are
+//!   answered at once, then each after a doubling delay up to `login_backoff_max_ms`, and
+//!   after `login_lockout_failures` every failure waits the maximum until the source has been
+//!   quiet for `login_lockout_ms`. Correct credentials are judged as always and never
+//!   delayed, so a broker sharing an address with an attacker still logs in. One log line
+//!   per source per 10 s, not per try.
 
 mod connection;
 mod login;
@@ -11,6 +27,7 @@ mod login;
 pub use login::{Admitted, decide};
 
 use crate::config::{AccountConfig, GatewayConfig};
+use crate::guard::{BackoffRules, FailureRecord, LogGate, Phase, SourceTable, eviction_victim};
 use crate::stream::StreamReader;
 use crate::types::AccountId;
 use crate::wire::ascii::SessionId;
@@ -20,11 +37,21 @@ use connection::{Connection, State};
 use mio::net::TcpListener;
 use mio::{Interest, Registry, Token};
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 const NS_PER_MS: u64 = 1_000_000;
 /// Reads per readable event before giving other connections a turn.
 const READS_PER_EVENT_MAX: u32 = 16;
+/// Connections accepted per turn of the event loop at most; each is read before the next
+/// turn accepts more. Small, so a login already waiting in its socket is judged before many
+/// newer connections from its address arrive (see `accept`).
+const ACCEPTS_PER_TURN_MAX: usize = 4;
+/// Source addresses whose failed logins and evictions are remembered.
+const SOURCES_MAX: usize = 1024;
+/// At most one log line per source (or per kind of refusal) per this many ms.
+const LOG_INTERVAL_MS: u64 = 10_000;
+/// How often quiet source records are forgotten.
+const SOURCE_SWEEP_INTERVAL_NS: u64 = 1_000_000_000;
 
 /// Where valid inbound OUCH messages go (the sequencer): the bytes as received, to journal,
 /// and the decoded message, so nothing decodes twice.
@@ -37,10 +64,31 @@ pub trait Intake {
     }
 }
 
+/// What the gateway remembers about one source address.
+#[derive(Default)]
+struct SourceRecord {
+    failures: FailureRecord,
+    /// Failed logins and evicted connections since this source's last log line.
+    failed: u64,
+    evicted: u64,
+    log: LogGate,
+}
+
 pub struct Gateway {
     listener: TcpListener,
     token_base: usize,
     conns: Vec<Option<Connection>>,
+    /// Write buffers of closed connections, reused: nothing is allocated per connection.
+    buffers: Vec<Box<[u8]>>,
+    sources: SourceTable<SourceRecord>,
+    rules: BackoffRules,
+    /// The last accept turn stopped at its bound: the backlog may hold more.
+    accept_again: bool,
+    /// Scratch space for choosing a connection to evict (capacity: every slot).
+    candidates: Vec<crate::guard::Candidate>,
+    /// Connections refused outright (every slot logged in).
+    refused_log: LogGate,
+    last_sweep_ns: u64,
     /// Connection index of each account's logged-in session.
     live: Vec<Option<usize>>,
     accounts: Vec<AccountConfig>,
@@ -60,13 +108,29 @@ impl Gateway {
         registry: &Registry,
         token_base: usize,
     ) -> io::Result<Gateway> {
-        let mut listener = TcpListener::bind(cfg.listen)?;
+        let mut listener = crate::guard::listen(cfg.listen, crate::guard::LISTEN_BACKLOG)?;
         registry.register(&mut listener, Token(token_base), Interest::READABLE)?;
         let max = cfg.max_connections as usize;
+        let buffers = (0..max)
+            .map(|_| vec![0u8; connection::WRITE_BUFFER_BYTES].into_boxed_slice())
+            .collect();
         Ok(Gateway {
             listener,
             token_base,
             conns: (0..max).map(|_| None).collect(),
+            buffers,
+            sources: SourceTable::with_capacity(SOURCES_MAX),
+            rules: BackoffRules {
+                free_failures: BackoffRules::FREE_FAILURES,
+                first_delay_ms: BackoffRules::FIRST_DELAY_MS,
+                max_delay_ms: cfg.login_backoff_max_ms,
+                lockout_failures: cfg.login_lockout_failures,
+                lockout_ms: cfg.login_lockout_ms,
+            },
+            accept_again: false,
+            candidates: Vec::with_capacity(max),
+            refused_log: LogGate::default(),
+            last_sweep_ns: 0,
             live: vec![None; accounts.len()],
             accounts: accounts.to_vec(),
             session,
@@ -104,7 +168,8 @@ impl Gateway {
         self.service(index, registry, now_ns, streams, intake);
     }
 
-    /// Serve connections whose read budget ran out on their last event.
+    /// Serve connections whose read budget ran out on their last event, and those just
+    /// accepted; then accept more if the last turn stopped at its bound.
     pub fn on_idle<I: Intake>(
         &mut self,
         registry: &Registry,
@@ -112,6 +177,9 @@ impl Gateway {
         streams: &[StreamReader],
         intake: &mut I,
     ) {
+        if self.accept_again {
+            self.accept(registry, now_ns);
+        }
         let pending = self.read_again.len();
         for _ in 0..pending {
             let index = self.read_again.remove(0);
@@ -135,11 +203,18 @@ impl Gateway {
     }
 
     pub fn has_pending_reads(&self) -> bool {
-        !self.read_again.is_empty()
+        !self.read_again.is_empty() || self.accept_again
     }
 
+    /// Accept up to a few connections; each is read in this turn's `on_idle` (or at once by
+    /// its readable event), before the next turn accepts more. While input is paused
+    /// (replicated mode) `on_idle` does not run, so nothing new is read and the kernel's
+    /// backlog holds the rest.
     fn accept(&mut self, registry: &Registry, now_ns: u64) {
-        for _ in 0..self.conns.len() + 1 {
+        let per_turn =
+            (self.cfg.max_pending_per_source as usize / 2).clamp(1, ACCEPTS_PER_TURN_MAX);
+        self.accept_again = false;
+        for _ in 0..per_turn {
             let (mut stream, peer) = match self.listener.accept() {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -148,8 +223,10 @@ impl Gateway {
                     return;
                 }
             };
-            let Some(index) = self.conns.iter().position(Option::is_none) else {
-                tracing::warn!(%peer, "gateway connection refused: {} connections open", self.conns.len());
+            let Some(index) = self.make_room(peer.ip(), registry, now_ns) else {
+                if let Some(suppressed) = self.refused_log.pass(now_ns, LOG_INTERVAL_MS) {
+                    tracing::warn!(%peer, suppressed, "gateway connection refused: every one of {} connections is logged in", self.conns.len());
+                }
                 continue;
             };
             let _ = stream.set_nodelay(true);
@@ -160,9 +237,116 @@ impl Gateway {
                 tracing::warn!(%peer, "gateway cannot register connection: {e}");
                 continue;
             }
-            tracing::info!(%peer, "gateway connection opened");
-            self.conns[index] = Some(Connection::new(stream, peer, now_ns));
+            tracing::debug!(%peer, "gateway connection opened");
+            let buffer = self.buffers.pop().expect("one buffer per free slot");
+            self.conns[index] = Some(Connection::new(stream, peer, now_ns, buffer));
+            if !self.read_again.contains(&index) {
+                self.read_again.push(index);
+            }
         }
+        self.accept_again = true;
+    }
+
+    /// A free slot for a new connection from `source`, closing a pre-login connection if a
+    /// budget is full (see the module docs). `None`: every slot holds a logged-in session.
+    fn make_room(&mut self, source: IpAddr, registry: &Registry, now_ns: u64) -> Option<usize> {
+        // One pass: the pre-login candidates (into scratch space sized at start-up) and the
+        // first free slot.
+        let candidates = &mut self.candidates;
+        candidates.clear();
+        let mut free = None;
+        for (i, slot) in self.conns.iter().enumerate() {
+            match slot {
+                None => free = free.or(Some(i)),
+                Some(c) if c.is_pre_login() => candidates.push((i, c.peer.ip(), c.opened_ns)),
+                Some(_) => {}
+            }
+        }
+        let from_source = candidates.iter().filter(|c| c.1 == source).count();
+        let victim = if from_source >= self.cfg.max_pending_per_source as usize {
+            eviction_victim(candidates, Some(source))
+        } else if candidates.len() >= self.cfg.max_pending_logins as usize || free.is_none() {
+            eviction_victim(candidates, None)
+        } else {
+            None
+        };
+        if let Some(index) = victim {
+            self.evict(index, registry, now_ns);
+            return Some(index);
+        }
+        free
+    }
+
+    fn evict(&mut self, index: usize, registry: &Registry, now_ns: u64) {
+        let Some(conn) = self.conns[index].take() else {
+            return;
+        };
+        assert!(conn.is_pre_login(), "logged-in sessions are never evicted");
+        let ip = conn.peer.ip();
+        if let Some(record) = self.source(ip, now_ns) {
+            record.evicted += 1;
+        }
+        let what = "pre-login connections over budget: closing the oldest";
+        self.report(ip, now_ns, what, false);
+        abort_on_close(&conn);
+        self.settle(
+            index,
+            conn,
+            Some("evicted for a newer connection".into()),
+            registry,
+        );
+    }
+
+    /// The record of `source`, created if needed (`None` only if the table is full of
+    /// sources that are all in backoff: then nothing is recorded for a new one).
+    fn source(&mut self, source: IpAddr, now_ns: u64) -> Option<&mut SourceRecord> {
+        let rules = self.rules;
+        self.sources
+            .entry(source, now_ns, SourceRecord::default, |r| {
+                let mut failures = r.failures;
+                rules.is_forgotten(&mut failures, now_ns)
+            })
+    }
+
+    /// One log line about `source` at most every `LOG_INTERVAL_MS` (or now, when `force`:
+    /// the source changed phase), with what happened since.
+    fn report(&mut self, source: IpAddr, now_ns: u64, what: &str, force: bool) {
+        let rules = self.rules;
+        let Some(record) = self.sources.get_mut(source) else {
+            return;
+        };
+        let interval_ms = if force { 0 } else { LOG_INTERVAL_MS };
+        if record.log.pass(now_ns, interval_ms).is_none() {
+            return;
+        }
+        let phase = rules.phase(&mut record.failures, now_ns);
+        tracing::warn!(
+            %source,
+            failed_logins = std::mem::take(&mut record.failed),
+            evicted = std::mem::take(&mut record.evicted),
+            remembered_failures = record.failures.failures,
+            ?phase,
+            "gateway: {what}"
+        );
+    }
+
+    /// Forget sources that have been quiet long enough; report the counts of those that
+    /// went quiet with events not yet logged.
+    fn sweep_sources(&mut self, now_ns: u64) {
+        if now_ns.saturating_sub(self.last_sweep_ns) < SOURCE_SWEEP_INTERVAL_NS {
+            return;
+        }
+        self.last_sweep_ns = now_ns;
+        let rules = self.rules;
+        self.sources.retain(|source, r| {
+            let unlogged = r.failed + r.evicted;
+            if unlogged > 0 && r.log.pass(now_ns, LOG_INTERVAL_MS).is_some() {
+                tracing::warn!(%source, failed_logins = r.failed, evicted = r.evicted, "gateway: since the last line about this source");
+                r.failed = 0;
+                r.evicted = 0;
+            }
+            !rules.is_forgotten(&mut r.failures, now_ns) || r.failed + r.evicted > 0
+        });
     }
 
     fn service<I: Intake>(
@@ -181,7 +365,8 @@ impl Gateway {
             reason = Some(format!("write failed: {e}"));
         }
         let mut reads = 0;
-        while reason.is_none() && !conn.closing {
+        // A connection whose rejection is held is not read (its answer is decided).
+        while reason.is_none() && !conn.closing && !matches!(conn.state, State::Rejecting { .. }) {
             if reads == READS_PER_EVENT_MAX {
                 if !self.read_again.contains(&index) {
                     self.read_again.push(index);
@@ -190,7 +375,7 @@ impl Gateway {
             }
             reads += 1;
             match conn.receive(now_ns) {
-                Ok(true) => reason = self.drain_packets(&mut conn, index, streams, intake),
+                Ok(true) => reason = self.drain_packets(&mut conn, index, streams, intake, now_ns),
                 Ok(false) => reason = Some("peer closed the connection".into()),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => reason = Some(format!("read failed: {e}")),
@@ -220,9 +405,12 @@ impl Gateway {
             self.live[session.account.0 as usize] = None;
             tracing::info!(peer = %conn.peer, account = session.account.0, "gateway session closed: {why}");
         } else {
-            tracing::info!(peer = %conn.peer, "gateway connection closed: {why}");
+            // Per source, not per connection: a flood must not flood the log (see `report`).
+            tracing::debug!(peer = %conn.peer, "gateway connection closed: {why}");
         }
         let _ = registry.deregister(&mut conn.stream);
+        self.buffers.push(conn.take_buffer());
+        debug_assert!(self.buffers.len() <= self.conns.len());
     }
 
     /// Handle every complete packet; Some(reason) closes the connection.
@@ -232,6 +420,7 @@ impl Gateway {
         index: usize,
         streams: &[StreamReader],
         intake: &mut I,
+        now_ns: u64,
     ) -> Option<String> {
         // Bounded by the framing buffer: each packet consumes at least 3 bytes of it.
         for _ in 0..soupbin::CLIENT_MAX_PACKET_LEN + 2 {
@@ -261,6 +450,8 @@ impl Gateway {
                 }
                 (State::LoggedIn { .. }, Packet::ClientHeartbeat) => None,
                 (State::LoggedIn { .. }, Packet::LogoutRequest) => return Some("logout".into()),
+                // Its answer is on the way; whatever else it sent is ignored.
+                (State::Rejecting { .. }, _) => return None,
                 (State::LoggedIn { .. }, other) => {
                     return Some(format!(
                         "unexpected packet {:?} after login",
@@ -269,8 +460,8 @@ impl Gateway {
                 }
             };
             if let Some(request) = login {
-                self.login(conn, index, &request, streams);
-                if conn.closing {
+                self.login(conn, index, &request, streams, now_ns);
+                if conn.closing || matches!(conn.state, State::Rejecting { .. }) {
                     return None;
                 }
             }
@@ -284,6 +475,7 @@ impl Gateway {
         index: usize,
         request: &soupbin::LoginRequest,
         streams: &[StreamReader],
+        now_ns: u64,
     ) {
         let live = &self.live;
         let decision = decide(
@@ -308,13 +500,49 @@ impl Gateway {
                 conn.queue(accepted.encoded_len(), |buf| accepted.encode(buf));
                 tracing::info!(peer = %conn.peer, account = admitted.account.0, next_seq = admitted.next_seq, "gateway login accepted");
             }
+            Err(reason) if reason == soupbin::reject_reason::NOT_AUTHORIZED => {
+                self.login_failed(conn, reason, now_ns);
+            }
             Err(reason) => {
-                let rejected = Packet::LoginRejected { reason };
-                conn.queue(rejected.encoded_len(), |buf| rejected.encode(buf));
-                conn.closing = true;
+                reject_now(conn, reason);
                 tracing::info!(peer = %conn.peer, reason = %(reason as char), "gateway login rejected");
             }
         }
+    }
+
+    /// Wrong credentials: answer now, or later if the source has failed too often.
+    fn login_failed(&mut self, conn: &mut Connection, reason: u8, now_ns: u64) {
+        let ip = conn.peer.ip();
+        let rules = self.rules;
+        let plan = self.source(ip, now_ns).map(|record| {
+            record.failed += 1;
+            rules.on_failure(&mut record.failures, now_ns)
+        });
+        // No record (the table is full of sources in backoff): treat as locked out.
+        let (delay_ms, phase, entered) = match plan {
+            Some(p) => (p.delay_ms, p.phase, p.entered),
+            None => (rules.max_delay_ms, Phase::Lockout, false),
+        };
+        if delay_ms == 0 {
+            reject_now(conn, reason);
+        } else {
+            conn.state = State::Rejecting {
+                reason,
+                due_ns: now_ns.saturating_add(delay_ms.saturating_mul(NS_PER_MS)),
+            };
+        }
+        let what = match phase {
+            Phase::Free => {
+                tracing::info!(peer = %conn.peer, reason = %(reason as char), "gateway login rejected");
+                return;
+            }
+            Phase::Backoff if entered => "failed logins: answering each after a growing delay",
+            Phase::Lockout if entered => {
+                "failed logins: locked out, every failure waits the longest delay"
+            }
+            _ => "failed logins",
+        };
+        self.report(ip, now_ns, what, entered);
     }
 
     /// Send every released sequenced message to its session (call after the journal flush,
@@ -352,8 +580,9 @@ impl Gateway {
             .then(|| format!("slow reader: {behind} bytes behind"))
     }
 
-    /// Heartbeats and timeouts (DESIGN.md 6).
+    /// Heartbeats and timeouts (DESIGN.md 6), delayed login rejections, forgetting sources.
     pub fn on_timer(&mut self, registry: &Registry, now_ns: u64) {
+        self.sweep_sources(now_ns);
         for index in 0..self.conns.len() {
             let Some(mut conn) = self.conns[index].take() else {
                 continue;
@@ -368,9 +597,19 @@ impl Gateway {
         let since = |t: u64| now_ns.saturating_sub(t) / NS_PER_MS;
         match conn.state {
             State::AwaitingLogin if since(conn.opened_ns) >= cfg.login_timeout_ms => {
+                abort_on_close(conn);
                 return Some("no login request in time".into());
             }
             State::AwaitingLogin => return None,
+            State::Rejecting { reason, due_ns } => {
+                if now_ns >= due_ns && !conn.closing {
+                    reject_now(conn, reason);
+                    if let Err(e) = conn.flush(now_ns) {
+                        return Some(format!("write failed: {e}"));
+                    }
+                }
+                return None;
+            }
             State::LoggedIn { .. } if since(conn.last_recv_ns) >= cfg.client_timeout_ms => {
                 return Some("client silent for too long".into());
             }
@@ -395,12 +634,31 @@ impl Gateway {
             let Some(mut conn) = self.conns[index].take() else {
                 continue;
             };
-            if matches!(conn.state, State::LoggedIn { .. }) {
-                let end = Packet::EndOfSession;
-                conn.queue(end.encoded_len(), |buf| end.encode(buf));
+            match conn.state {
+                State::LoggedIn { .. } => {
+                    let end = Packet::EndOfSession;
+                    conn.queue(end.encoded_len(), |buf| end.encode(buf));
+                }
+                State::Rejecting { reason, .. } if !conn.closing => reject_now(&mut conn, reason),
+                _ => {}
             }
             let _ = conn.flush(now_ns);
             self.settle(index, conn, Some("shutdown".into()), registry);
         }
     }
+}
+
+/// Queue Login Rejected and close once it is written.
+fn reject_now(conn: &mut Connection, reason: u8) {
+    let rejected = Packet::LoginRejected { reason };
+    conn.queue(rejected.encoded_len(), |buf| rejected.encode(buf));
+    conn.closing = true;
+}
+
+/// Close with a reset rather than a FIN: nothing is owed to a connection that never logged
+/// in, and a reset leaves no TIME_WAIT behind. Under a connection flood the server closes
+/// thousands of these; with TIME_WAITs, a new connection that reuses a port number has its
+/// SYN dropped and waits a second for the retransmission (seen on loopback).
+fn abort_on_close(conn: &Connection) {
+    let _ = socket2::SockRef::from(&conn.stream).set_linger(Some(std::time::Duration::ZERO));
 }

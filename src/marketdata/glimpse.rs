@@ -20,11 +20,21 @@
 //! point of the feed. Snapshots are rare: the answer is an owned `Vec<u8>`, off the hot path.
 //!
 //! Threads: one accept thread (mio poll with a short timeout, to notice its stop flag) and one
-//! short-lived thread per client, at most `max_connections`; further clients are closed at once.
+//! short-lived thread per client, at most `max_connections`.
+//!
+//! Hostile clients (issue 12): a connection that has not logged in is closed after
+//! `login_timeout_ms` (default 5 s). When every slot is taken, or a source already has
+//! `max_per_source` connections not logged in, a new connection closes the oldest such
+//! connection (of the source holding the most, or its own source): idle connections can never
+//! make the server refuse a subscriber. Connections sending a snapshot are never closed for
+//! room; if every slot is one, the newcomer is closed. Failed logins follow the gateway's
+//! per-source backoff ([`crate::guard::BackoffRules`]): the same passwords must not be
+//! guessable here faster than there.
 
 use super::ServerHandle;
-use crate::config::{AccountConfig, FeedConfig};
+use crate::config::Config;
 use crate::exchange::Exchange;
+use crate::guard::{BackoffRules, FailureRecord, LogGate, Phase, SourceTable, eviction_victim};
 use crate::types::Timestamp;
 use crate::wire::ascii::SessionId;
 use crate::wire::glimpse::{END_OF_SNAPSHOT_LEN, EndOfSnapshot};
@@ -32,9 +42,9 @@ use crate::wire::itch;
 use crate::wire::soupbin::{self, CLIENT_MAX_PACKET_LEN, FrameReader, LoginRequest, Packet};
 use crossbeam::channel::{self, Receiver, RecvTimeoutError, Sender, TrySendError};
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -44,6 +54,10 @@ const WRITE_CHUNK_BYTES: usize = 64 << 10;
 /// Reading until the client's EOF (instead of closing at once) keeps the kernel from answering
 /// unread client bytes with a reset that could destroy snapshot data not yet read.
 const LINGER_MS: u64 = 1_000;
+/// Source addresses whose failed logins are remembered.
+const SOURCES_MAX: usize = 1024;
+/// At most one log line per kind of refusal (or per source) per this many ms.
+const LOG_INTERVAL_MS: u64 = 10_000;
 
 /// Wakes the engine thread when a snapshot request is queued (e.g. `Thread::unpark` or a mio
 /// `Waker`), for engines that park while idle.
@@ -63,32 +77,41 @@ pub struct GlimpseConfig {
     pub write_timeout_ms: u64,
     /// Snapshot connections served at once.
     pub max_connections: usize,
+    /// Connections not logged in yet from one source address, at once.
+    pub max_per_source: usize,
+    /// How failed logins from one source are answered.
+    pub backoff: BackoffRules,
 }
 
 impl GlimpseConfig {
-    pub const DEFAULT_LOGIN_TIMEOUT_MS: u64 = 30_000;
     pub const DEFAULT_ANSWER_TIMEOUT_MS: u64 = 10_000;
     pub const DEFAULT_WRITE_TIMEOUT_MS: u64 = 60_000;
-    pub const DEFAULT_MAX_CONNECTIONS: usize = 4;
 
-    /// From `[feed]` and `[[accounts]]`; keys the config lacks take the defaults above.
-    pub fn from_config(
-        feed: &FeedConfig,
-        accounts: &[AccountConfig],
-    ) -> Result<GlimpseConfig, String> {
+    /// From `[feed]`, `[[accounts]]` and the gateway's failed-login rules.
+    pub fn from_config(config: &Config) -> Result<GlimpseConfig, String> {
+        let feed = &config.feed;
         let session = SessionId::new(&feed.session)
             .ok_or_else(|| format!("feed.session {:?} is too long", feed.session))?;
         Ok(GlimpseConfig {
             listen: feed.snapshot,
             session,
-            accounts: accounts
+            accounts: config
+                .accounts
                 .iter()
                 .map(|a| (a.username.clone(), a.password.clone()))
                 .collect(),
-            login_timeout_ms: Self::DEFAULT_LOGIN_TIMEOUT_MS,
+            login_timeout_ms: feed.snapshot_login_timeout_ms,
             answer_timeout_ms: Self::DEFAULT_ANSWER_TIMEOUT_MS,
             write_timeout_ms: Self::DEFAULT_WRITE_TIMEOUT_MS,
-            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            max_connections: feed.snapshot_max_connections as usize,
+            max_per_source: feed.snapshot_max_per_source as usize,
+            backoff: BackoffRules {
+                free_failures: BackoffRules::FREE_FAILURES,
+                first_delay_ms: BackoffRules::FIRST_DELAY_MS,
+                max_delay_ms: config.gateway.login_backoff_max_ms,
+                lockout_failures: config.gateway.login_lockout_failures,
+                lockout_ms: config.gateway.login_lockout_ms,
+            },
         })
     }
 }
@@ -294,7 +317,40 @@ struct Shared {
     config: GlimpseConfig,
     requester: SnapshotRequester,
     stop: Arc<AtomicBool>,
-    active: AtomicUsize,
+    started: Instant,
+    slots: Mutex<Slots>,
+}
+
+/// One connection being served.
+struct Slot {
+    id: u64,
+    source: IpAddr,
+    opened_ns: u64,
+    /// Logged in: its snapshot is being sent; never closed to make room.
+    logged_in: bool,
+    /// A handle on the socket, to close it from the accept thread (eviction).
+    stream: TcpStream,
+}
+
+struct Slots {
+    list: Vec<Slot>,
+    next_id: u64,
+    /// Evicted connections whose threads have not ended yet (bounds the threads).
+    evicted_running: usize,
+    failures: SourceTable<FailureRecord>,
+    refused_log: LogGate,
+    evicted_log: LogGate,
+}
+
+impl Shared {
+    fn slots(&self) -> MutexGuard<'_, Slots> {
+        // A poisoned lock means a client thread panicked; the table itself stays consistent.
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
 }
 
 pub struct GlimpseServer;
@@ -302,18 +358,27 @@ pub struct GlimpseServer;
 impl GlimpseServer {
     /// Bind `config.listen` and serve on a thread named `glimpse` until the handle is stopped.
     pub fn spawn(config: GlimpseConfig, requester: SnapshotRequester) -> io::Result<ServerHandle> {
-        assert!(config.max_connections > 0);
-        let mut listener = mio::net::TcpListener::bind(config.listen)?;
+        assert!(config.max_connections > 0 && config.max_per_source > 0);
+        let mut listener = crate::guard::listen(config.listen, crate::guard::LISTEN_BACKLOG)?;
         let local_addr = listener.local_addr()?;
         let poll = mio::Poll::new()?;
         poll.registry()
             .register(&mut listener, mio::Token(0), mio::Interest::READABLE)?;
         let stop = Arc::new(AtomicBool::new(false));
+        let slots = Slots {
+            list: Vec::with_capacity(config.max_connections),
+            next_id: 0,
+            evicted_running: 0,
+            failures: SourceTable::with_capacity(SOURCES_MAX),
+            refused_log: LogGate::default(),
+            evicted_log: LogGate::default(),
+        };
         let shared = Arc::new(Shared {
             config,
             requester,
             stop: stop.clone(),
-            active: AtomicUsize::new(0),
+            started: Instant::now(),
+            slots: Mutex::new(slots),
         });
         let thread = std::thread::Builder::new()
             .name("glimpse".into())
@@ -334,7 +399,7 @@ fn accept_loop(mut poll: mio::Poll, listener: mio::net::TcpListener, shared: Arc
             break;
         }
         // mio is edge-triggered: accept until WouldBlock. Bounded by the kernel's backlog;
-        // connections over the limit are closed at once.
+        // each connection is served, makes room by closing an older one, or is closed.
         loop {
             match listener.accept() {
                 Ok((stream, peer)) => {
@@ -355,38 +420,129 @@ fn accept_loop(mut poll: mio::Poll, listener: mio::net::TcpListener, shared: Arc
     tracing::info!("GLIMPSE snapshot server stopped");
 }
 
+/// Find room for a connection from `source` (closing an older pre-login one if a bound is
+/// reached) and register it; its id, or `None` if it must be closed.
+fn take_slot(shared: &Shared, stream: &TcpStream, source: IpAddr) -> Option<u64> {
+    let config = &shared.config;
+    let now_ns = shared.now_ns();
+    let mut slots = shared.slots();
+    let slots = &mut *slots;
+    let refuse = |slots: &mut Slots, why: &str| {
+        if let Some(suppressed) = slots.refused_log.pass(now_ns, LOG_INTERVAL_MS) {
+            tracing::warn!(%source, suppressed, "GLIMPSE connection closed at once: {why}");
+        }
+        None
+    };
+    if slots.evicted_running >= config.max_connections {
+        return refuse(slots, "closed connections still finishing");
+    }
+    let mut pre_login: Vec<crate::guard::Candidate> = slots
+        .list
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.logged_in)
+        .map(|(i, s)| (i, s.source, s.opened_ns))
+        .collect();
+    let from_source = pre_login.iter().filter(|c| c.1 == source).count();
+    let victim = if from_source >= config.max_per_source {
+        eviction_victim(&mut pre_login, Some(source))
+    } else if slots.list.len() >= config.max_connections {
+        eviction_victim(&mut pre_login, None)
+    } else {
+        None
+    };
+    if let Some(index) = victim {
+        let evicted = slots.list.swap_remove(index);
+        // Its thread sees EOF or an error at once and ends; a reset leaves no TIME_WAIT.
+        let _ = socket2::SockRef::from(&evicted.stream).set_linger(Some(Duration::ZERO));
+        let _ = evicted.stream.shutdown(Shutdown::Both);
+        slots.evicted_running += 1;
+        if let Some(suppressed) = slots.evicted_log.pass(now_ns, LOG_INTERVAL_MS) {
+            tracing::warn!(source = %evicted.source, suppressed, "GLIMPSE connections not logged in over budget: closing the oldest");
+        }
+    }
+    if slots.list.len() >= config.max_connections {
+        return refuse(slots, "every slot is sending a snapshot");
+    }
+    let Ok(handle) = stream.try_clone() else {
+        return refuse(slots, "cannot clone the socket");
+    };
+    let id = slots.next_id;
+    slots.next_id += 1;
+    slots.list.push(Slot {
+        id,
+        source,
+        opened_ns: now_ns,
+        logged_in: false,
+        stream: handle,
+    });
+    debug_assert!(slots.list.len() <= config.max_connections);
+    Some(id)
+}
+
+/// The connection `id` ended: free its slot (or, if it was evicted, its thread's count).
+fn release_slot(shared: &Shared, id: u64) {
+    let mut slots = shared.slots();
+    match slots.list.iter().position(|s| s.id == id) {
+        Some(index) => {
+            slots.list.swap_remove(index);
+        }
+        None => {
+            assert!(
+                slots.evicted_running > 0,
+                "an evicted connection was counted"
+            );
+            slots.evicted_running -= 1;
+        }
+    }
+}
+
+/// Mark `id` logged in; false if it was evicted meanwhile.
+fn mark_logged_in(shared: &Shared, id: u64) -> bool {
+    let mut slots = shared.slots();
+    match slots.list.iter_mut().find(|s| s.id == id) {
+        Some(slot) => {
+            slot.logged_in = true;
+            true
+        }
+        None => false,
+    }
+}
+
 fn admit(
     stream: TcpStream,
     peer: SocketAddr,
     shared: &Arc<Shared>,
     connections: &mut Vec<JoinHandle<()>>,
 ) {
-    let active = shared.active.load(Ordering::Acquire);
-    if active >= shared.config.max_connections {
-        tracing::warn!(%peer, active, "GLIMPSE connection limit reached; closing");
+    let Some(id) = take_slot(shared, &stream, peer.ip()) else {
         return;
-    }
-    shared.active.fetch_add(1, Ordering::AcqRel);
+    };
     let thread_shared = shared.clone();
     let spawned = std::thread::Builder::new()
         .name("glimpse-client".into())
         .spawn(move || {
-            if let Err(why) = serve_client(stream, &thread_shared) {
-                tracing::info!(%peer, why, "GLIMPSE connection closed");
+            if let Err(why) = serve_client(stream, peer, &thread_shared, id) {
+                tracing::debug!(%peer, why, "GLIMPSE connection closed");
             }
-            thread_shared.active.fetch_sub(1, Ordering::AcqRel);
+            release_slot(&thread_shared, id);
         });
     match spawned {
         Ok(handle) => connections.push(handle),
         Err(e) => {
-            shared.active.fetch_sub(1, Ordering::AcqRel);
+            release_slot(shared, id);
             tracing::error!(%peer, error = %e, "GLIMPSE client thread not started; closing");
         }
     }
 }
 
 /// One client from accept to close. `Err` says why it ended early (for the log).
-fn serve_client(mut stream: TcpStream, shared: &Shared) -> Result<(), String> {
+fn serve_client(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    shared: &Shared,
+    id: u64,
+) -> Result<(), String> {
     let io_err = |what: &str| {
         let what = what.to_string();
         move |e: io::Error| format!("{what}: {e}")
@@ -398,12 +554,20 @@ fn serve_client(mut stream: TcpStream, shared: &Shared) -> Result<(), String> {
     let login_deadline = Instant::now() + Duration::from_millis(config.login_timeout_ms);
     let login = read_login(&mut stream, login_deadline, &shared.stop)?;
     if let Err(reason) = check_login(&login, config) {
+        if reason == soupbin::reject_reason::NOT_AUTHORIZED {
+            hold_failure(shared, peer.ip());
+        } else {
+            tracing::info!(%peer, reason = %(reason as char), "GLIMPSE login rejected");
+        }
         let mut buf = [0u8; soupbin::HEADER_LEN + 1];
         let n = Packet::LoginRejected { reason }.encode(&mut buf);
         let deadline = Instant::now() + Duration::from_millis(config.write_timeout_ms);
         write_until(&mut stream, &buf[..n], deadline, &shared.stop).map_err(io_err("write"))?;
         linger_close(&mut stream);
         return Err(format!("login rejected {:?}", reason as char));
+    }
+    if !mark_logged_in(shared, id) {
+        return Err("closed for a newer connection".into());
     }
     if login.sequence != 1 {
         tracing::debug!(
@@ -426,12 +590,53 @@ fn serve_client(mut stream: TcpStream, shared: &Shared) -> Result<(), String> {
     write_until(&mut stream, &snapshot.packets, write_deadline, &shared.stop)
         .map_err(io_err("write"))?;
     tracing::info!(
+        %peer,
         messages = snapshot.messages,
         next_itch_sequence = snapshot.next_itch_sequence,
         "GLIMPSE snapshot sent"
     );
     linger_close(&mut stream);
     Ok(())
+}
+
+/// A failed login: record it against the source and wait as the backoff says (the slot
+/// stays a pre-login one meanwhile, so a flood of these makes room like idle ones).
+fn hold_failure(shared: &Shared, source: IpAddr) {
+    let rules = shared.config.backoff;
+    let now_ns = shared.now_ns();
+    let plan = {
+        let mut slots = shared.slots();
+        let record = slots
+            .failures
+            .entry(source, now_ns, FailureRecord::default, |r| {
+                let mut r = *r;
+                rules.is_forgotten(&mut r, now_ns)
+            });
+        match record {
+            Some(record) => rules.on_failure(record, now_ns),
+            None => crate::guard::FailurePlan {
+                delay_ms: rules.max_delay_ms,
+                phase: Phase::Lockout,
+                entered: false,
+            },
+        }
+    };
+    match plan.phase {
+        Phase::Free => tracing::info!(%source, "GLIMPSE login rejected: bad credentials"),
+        _ if plan.entered => {
+            tracing::warn!(%source, phase = ?plan.phase, "GLIMPSE failed logins: answering each after a delay")
+        }
+        _ => {}
+    }
+    let until = Instant::now() + Duration::from_millis(plan.delay_ms);
+    // Bounded by the delay; looks at the stop flag every poll interval.
+    while !shared.stop.load(Ordering::Acquire) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        std::thread::sleep(left.min(super::stop_poll()));
+    }
 }
 
 /// Read until a Login Request arrives; only Debug packets may come before it.
@@ -539,15 +744,10 @@ mod tests {
     use crate::types::Alpha;
 
     fn config() -> GlimpseConfig {
-        GlimpseConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            session: SessionId::new("BOURSE0001").unwrap(),
-            accounts: vec![("BRKR01".into(), "secret".into())],
-            login_timeout_ms: 1_000,
-            answer_timeout_ms: 1_000,
-            write_timeout_ms: 1_000,
-            max_connections: 2,
-        }
+        let mut config = GlimpseConfig::from_config(&Config::embedded_default()).unwrap();
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        config.accounts = vec![("BRKR01".into(), "secret".into())];
+        config
     }
 
     fn login(user: &[u8; 6], password: &[u8; 10], session: &str) -> LoginRequest {

@@ -264,6 +264,7 @@ fn rerequest_server(n: u64, max_payload_bytes: usize) -> (super::ServerHandle, S
         listen: "127.0.0.1:0".parse().unwrap(),
         session: session(),
         max_payload_bytes,
+        limits: Default::default(),
     };
     let handle = RerequestServer::bind(&config, r).unwrap().spawn().unwrap();
     (handle, w)
@@ -335,6 +336,7 @@ fn rerequest_answer_is_pure_and_classifies_what_it_ignores() {
         listen: "127.0.0.1:0".parse().unwrap(),
         session: session(),
         max_payload_bytes: 1400,
+        limits: Default::default(),
     };
     let mut server = RerequestServer::bind(&config, r).unwrap();
     let mut req = [0u8; 20];
@@ -351,6 +353,139 @@ fn rerequest_answer_is_pure_and_classifies_what_it_ignores() {
     assert_eq!(server.answer(&[0u8; 21]), Err(Ignored::Malformed));
 }
 
+fn guarded_server(limits: super::rerequest::RerequestLimits) -> RerequestServer {
+    let (_w, r) = stream_of(2_000);
+    let config = RerequestConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        session: session(),
+        max_payload_bytes: 1400,
+        limits,
+    };
+    RerequestServer::bind(&config, r).unwrap()
+}
+
+fn limits(
+    allow: &[&str],
+    requests_per_s: u32,
+    bytes_per_s: u32,
+) -> super::rerequest::RerequestLimits {
+    super::rerequest::RerequestLimits {
+        allow: crate::guard::Allowlist::parse(
+            &allow.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        )
+        .unwrap(),
+        requests_per_s,
+        bytes_per_s,
+    }
+}
+
+fn request_bytes(sequence: u64, count: u16) -> [u8; Request::LEN] {
+    let mut req = [0u8; Request::LEN];
+    Request::new(session(), sequence, count).encode(&mut req);
+    req
+}
+
+#[test]
+fn rerequest_answers_only_allowed_sources() {
+    let mut server = guarded_server(limits(&["10.0.0.0/8", "::1"], 1_000, 1 << 20));
+    let req = request_bytes(1, 10);
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    assert_eq!(
+        server.answer_from(&req, ip("192.168.1.1"), 0),
+        Err(Ignored::NotAllowed)
+    );
+    assert_eq!(
+        server.answer_from(&req, ip("127.0.0.1"), 0),
+        Err(Ignored::NotAllowed)
+    );
+    assert!(server.answer_from(&req, ip("10.9.8.7"), 0).is_ok());
+    assert!(server.answer_from(&req, ip("::1"), 0).is_ok());
+}
+
+#[test]
+fn rerequest_rate_limits_each_source() {
+    let mut server = guarded_server(limits(&["10.0.0.0/8"], 100, 1 << 30));
+    let req = request_bytes(1, 1);
+    let a = "10.0.0.1".parse().unwrap();
+    let b = "10.0.0.2".parse().unwrap();
+    let answered = |server: &mut RerequestServer, source, now_ns| {
+        (0..1_000)
+            .filter(|_| server.answer_from(&req, source, now_ns).is_ok())
+            .count()
+    };
+    assert_eq!(answered(&mut server, a, 0), 100, "one second's burst");
+    assert_eq!(server.answer_from(&req, a, 0), Err(Ignored::RateLimited));
+    assert_eq!(
+        answered(&mut server, b, 0),
+        100,
+        "another source has its own"
+    );
+    assert_eq!(answered(&mut server, a, 500 * MS), 50, "refilled at 100/s");
+}
+
+/// The goal: beyond its allowance a source gets at most one byte out per byte in.
+#[test]
+fn a_flooding_source_gets_at_most_its_allowance_plus_one_byte_per_byte_in() {
+    let allowance_per_s = 64 << 10;
+    let mut server = guarded_server(limits(&["10.0.0.0/8"], 1_000_000, allowance_per_s));
+    let source = "10.0.0.1".parse().unwrap();
+    let (mut bytes_in, mut bytes_out) = (0u64, 0u64);
+    // 10 s of 20,000 requests per second, each asking for a full packet.
+    let seconds = 10;
+    for i in 0..seconds * 20_000u64 {
+        let now_ns = i * 50_000;
+        let req = request_bytes(1 + i % 1_000, 1_000);
+        bytes_in += req.len() as u64;
+        if let Ok(packet) = server.answer_from(&req, source, now_ns) {
+            bytes_out += packet.len() as u64;
+        }
+    }
+    let allowance = u64::from(allowance_per_s) * (4 + seconds);
+    println!("flood: {bytes_in} bytes in, {bytes_out} out, allowance {allowance}");
+    assert!(
+        bytes_out <= allowance + bytes_in,
+        "{bytes_out} > {allowance} + {bytes_in}"
+    );
+    // And it is not starved either: the allowance and the byte-for-byte credit are used.
+    assert!(
+        bytes_out + 1_400 * 2 * seconds >= allowance + bytes_in,
+        "{bytes_out}"
+    );
+    // Unlimited, a 20-byte request gets up to 1,400 bytes: 70 times as much.
+    let amplification_unlimited = 1_400 / 20;
+    assert!(bytes_out < bytes_in * amplification_unlimited / 10);
+}
+
+#[test]
+fn all_sources_together_share_sixteen_allowances() {
+    let allowance_per_s = 64 << 10;
+    let mut server = guarded_server(limits(&["10.0.0.0/8"], 1_000_000, allowance_per_s));
+    let mut bytes_out = 0u64;
+    // A spoofer cycling through 5,000 addresses at one instant.
+    for i in 0..5_000u32 {
+        let source = std::net::IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i));
+        for _ in 0..400 {
+            match server.answer_from(&request_bytes(1, 1_000), source, 0) {
+                Ok(packet) => bytes_out += packet.len() as u64,
+                Err(_) => break,
+            }
+        }
+    }
+    let total_burst = u64::from(allowance_per_s) * 4 * 16;
+    assert!(bytes_out <= total_burst + 5_000 * 400 * 20, "{bytes_out}");
+    assert!(bytes_out >= total_burst - 1_400, "{bytes_out}");
+}
+
+#[test]
+fn the_loopback_interface_network_is_found() {
+    let lo = super::rerequest::interface_network("127.0.0.1".parse().unwrap());
+    assert_eq!(lo.map(|c| c.to_string()), Some("127.0.0.0/8".into()));
+    assert_eq!(
+        super::rerequest::interface_network("192.0.2.77".parse().unwrap()),
+        None
+    );
+}
+
 #[test]
 fn receiver_reports_a_gap_and_the_rerequest_server_fills_it() {
     let group = unique_group();
@@ -360,6 +495,7 @@ fn receiver_reports_a_gap_and_the_rerequest_server_fills_it() {
         listen: "127.0.0.1:0".parse().unwrap(),
         session: session(),
         max_payload_bytes: 1400,
+        limits: Default::default(),
     };
     let server = RerequestServer::bind(&config, reader)
         .unwrap()
@@ -500,6 +636,14 @@ fn glimpse_server_with(
         answer_timeout_ms: 2_000,
         write_timeout_ms: 2_000,
         max_connections,
+        max_per_source: max_connections,
+        backoff: crate::guard::BackoffRules {
+            free_failures: 5,
+            first_delay_ms: 100,
+            max_delay_ms: 2_000,
+            lockout_failures: 20,
+            lockout_ms: 60_000,
+        },
     };
     let handle = GlimpseServer::spawn(config, requester).unwrap();
     let engine = Engine {
@@ -653,6 +797,38 @@ fn glimpse_rejects_bad_password_and_wrong_session() {
 }
 
 #[test]
+fn glimpse_failed_logins_back_off_like_the_gateway() {
+    let (server, _engine, _) = glimpse_server(2);
+    let addr = server.local_addr();
+    // Five free failures (the test rules), then the answer waits 100 ms, then 200 ms.
+    for _ in 0..5 {
+        let started = std::time::Instant::now();
+        assert_eq!(
+            read_to_eof(glimpse_login(addr, "BRKR01", "wrong", "")),
+            vec![Seen::Rejected(b'A')]
+        );
+        assert!(started.elapsed() < Duration::from_millis(100));
+    }
+    for wait_ms in [100, 200] {
+        let started = std::time::Instant::now();
+        assert_eq!(
+            read_to_eof(glimpse_login(addr, "BRKR01", "wrong", "")),
+            vec![Seen::Rejected(b'A')]
+        );
+        assert!(
+            started.elapsed() >= Duration::from_millis(wait_ms),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    // The right password is never delayed.
+    let started = std::time::Instant::now();
+    let seen = read_to_eof(glimpse_login(addr, "BRKR01", "secret", ""));
+    assert_eq!(seen[0], Seen::Accepted(session(), 1));
+    assert!(started.elapsed() < Duration::from_millis(100));
+}
+
+#[test]
 fn glimpse_closes_a_silent_connection_and_bad_bytes() {
     let (server, _engine, _) = glimpse_server(2);
     let addr = server.local_addr();
@@ -668,31 +844,37 @@ fn glimpse_closes_a_silent_connection_and_bad_bytes() {
 }
 
 #[test]
-fn glimpse_bounds_concurrent_connections() {
+fn glimpse_bounds_connections_and_a_newcomer_closes_the_oldest_idle_one() {
     let (server, _engine, _) = glimpse_server_with(1, 5_000);
     let addr = server.local_addr();
-    // The first connection holds the only slot while it has not logged in (accepted first:
-    // the kernel queues connections in order).
+    // The first connection holds the only slot without logging in...
     let holder = TcpStream::connect(addr).unwrap();
-    let second = TcpStream::connect(addr).unwrap();
-    second.set_read_timeout(Some(WAIT)).unwrap();
-    // Closed at once: EOF (or a reset), long before the 5 s login timeout.
-    let mut buf = [0u8; 8];
+    holder.set_read_timeout(Some(WAIT)).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    // ...until a subscriber arrives: the idle one is closed (EOF or a reset), long before the
+    // 5 s login timeout, and the subscriber gets its snapshot.
     let started = std::time::Instant::now();
-    let read = (&second).read(&mut buf);
+    let subscriber = glimpse_login(addr, "BRKR01", "secret", "");
+    let mut buf = [0u8; 8];
+    let read = (&holder).read(&mut buf);
     assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
     assert!(started.elapsed() < Duration::from_secs(1));
-    drop(holder);
-    // The slot frees once the holder's thread sees its EOF; retry until then (bounded).
+    let seen = read_to_eof(subscriber);
+    assert_eq!(seen[0], Seen::Accepted(session(), 1));
+    assert_eq!(seen.last(), Some(&Seen::End));
+    // Idle connections come and go; a subscriber after them is still served (once the
+    // first snapshot's connection has lingered to its close: it holds the only slot).
     for _ in 0..40 {
+        let idle: Vec<TcpStream> = (0..5).map(|_| TcpStream::connect(addr).unwrap()).collect();
         let seen = read_to_eof(glimpse_login(addr, "BRKR01", "secret", ""));
+        drop(idle);
         if !seen.is_empty() {
             assert_eq!(seen[0], Seen::Accepted(session(), 1));
             return;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    panic!("the slot was never freed");
+    panic!("the subscriber was never served");
 }
 
 #[test]

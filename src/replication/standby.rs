@@ -12,7 +12,7 @@
 
 use super::protocol::{self, Frame, TAIL_RECORDS_MAX, VERSION};
 use crate::config::Config;
-use crate::daemon::admin::{self, Request};
+use crate::daemon::admin;
 use crate::daemon::node::Node as Engine;
 use crate::daemon::output::FeedOut;
 use crate::daemon::{Daemon, Listening};
@@ -146,13 +146,13 @@ fn handshake(stream: TcpStream, tail: &[(u64, u32)], takeover_ms: u64) -> io::Re
     }
 }
 
-/// Is the primary still alive on its admin port (the fencing probe)?
+/// Is the primary still alive on its admin port (the fencing probe)? Its event loop writes
+/// the admin greeting, so getting one is proof of life; no secret needed.
 fn primary_answers(config: &Config) -> bool {
     let Some(addr) = config.replication.primary_admin else {
         return false;
     };
-    admin::send(addr, &Request::Status, Duration::from_millis(200))
-        .is_ok_and(|a| a.starts_with("ok"))
+    admin::probe(addr, Duration::from_millis(200))
 }
 
 struct Lag {

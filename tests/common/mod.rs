@@ -146,6 +146,15 @@ impl Venue {
         }
     }
 
+    /// Send an authenticated admin request (the secret the daemon created for its config)
+    /// to the admin address it actually bound; the answer line.
+    pub fn ask_admin(&self, request: &bourse::daemon::admin::Request) -> String {
+        use bourse::daemon::admin;
+        let config = bourse::config::Config::load(&self.config).unwrap();
+        let secret = admin::Secret::load(&admin::secret_path(&config).unwrap()).unwrap();
+        admin::send(self.admin, &secret, request, TIMEOUT).unwrap()
+    }
+
     /// SIGTERM and wait: the clean shutdown path.
     pub fn stop(mut self) -> std::process::ExitStatus {
         let pid = self.child.id() as i32;

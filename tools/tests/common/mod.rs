@@ -180,9 +180,13 @@ impl Venue {
 
     /// End the day through the admin port (the feed then ends its session).
     pub fn end_of_day(&self) {
-        let answer = bourse::daemon::admin::send(
+        use bourse::daemon::admin;
+        let config = bourse::config::Config::load(&self.config).unwrap();
+        let secret = admin::Secret::load(&admin::secret_path(&config).unwrap()).unwrap();
+        let answer = admin::send(
             self.admin,
-            &bourse::daemon::admin::Request::EndOfDay,
+            &secret,
+            &admin::Request::EndOfDay,
             Duration::from_secs(5),
         )
         .unwrap();
