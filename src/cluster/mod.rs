@@ -14,6 +14,7 @@
 pub mod node;
 pub mod state;
 pub mod storage;
+pub mod transport;
 
 #[cfg(test)]
 mod sim;
