@@ -26,6 +26,9 @@ pub struct Config {
     pub replication: ReplicationConfig,
     #[serde(default)]
     pub engine: EngineConfig,
+    /// Raft cluster members (`src/cluster`); absent: the venue runs alone.
+    #[serde(default)]
+    pub cluster: Option<crate::cluster::config::ClusterConfig>,
     #[serde(default)]
     pub limits: Limits,
     pub accounts: Vec<AccountConfig>,
@@ -287,6 +290,9 @@ impl Config {
         }
         if self.engine.shards == 0 {
             return Err("engine.shards must be at least 1".into());
+        }
+        if let Some(cluster) = &self.cluster {
+            cluster.check(self.journal.max_payload_bytes)?;
         }
         for (i, a) in self.accounts.iter().enumerate() {
             if a.password.len() > 10 || !a.password.is_ascii() {
