@@ -18,4 +18,6 @@ pub mod storage;
 pub mod transport;
 
 #[cfg(test)]
+mod loopback_tests;
+#[cfg(test)]
 mod sim;
