@@ -183,6 +183,7 @@ impl ClusterConfig {
             uncommitted_bytes_max: self.uncommitted_bytes_max,
             seed,
             fencing: Fencing::Lease,
+            quiet_after_start: true,
         }
     }
 

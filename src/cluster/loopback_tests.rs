@@ -315,7 +315,7 @@ fn a_killed_leader_is_replaced_within_the_timeout_and_nothing_committed_is_lost(
 /// passes even with the lease disabled (tried: `Fencing::LeaderOnly` passes too). The lease is
 /// what the simulation shows necessary: a leader cut off (by a partition, lost messages or a
 /// pause) believes it leads until its check_quorum runs, up to an election timeout after the
-/// others elected a successor (seed 35 in `sim.rs` fails without the lease).
+/// others elected a successor (seed 113 in `sim.rs` fails without the lease).
 #[test]
 fn a_paused_leader_releases_nothing_when_it_resumes() {
     let temp = tempfile::tempdir().expect("tempdir");

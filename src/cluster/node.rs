@@ -86,6 +86,11 @@ pub struct NodeConfig {
     /// Testing only: what opens the release gate (see [`Fencing`]).
     #[doc(hidden)]
     pub fencing: Fencing,
+    /// Ignore vote requests for `election_ticks` after start (a restarted member forgot which
+    /// leader it heard, so it could otherwise help elect another inside that leader's lease).
+    /// Only the simulation turns it off, to show it is needed.
+    #[doc(hidden)]
+    pub quiet_after_start: bool,
 }
 
 /// What opens the release gate. Only `Lease` is safe; the others exist so the simulation can
@@ -325,7 +330,11 @@ impl ClusterNode {
             lease_term: 0,
             lease_reads: VecDeque::with_capacity(LEASE_READS_IN_FLIGHT_MAX),
             last_lease_read_tick: 0,
-            quiet_until_tick: config.election_ticks,
+            quiet_until_tick: if config.quiet_after_start {
+                config.election_ticks
+            } else {
+                0
+            },
             applied_seq: hard.commit,
             committed_seq: hard.commit,
             role: Role::Follower {
@@ -418,6 +427,13 @@ impl ClusterNode {
             .map_err(ProposeError::Storage)?;
         self.applied_seq = index;
         Ok(index)
+    }
+
+    /// Campaign now, as if the election timer fired (the simulation's directed scenarios).
+    #[cfg(test)]
+    pub(crate) fn campaign_now(&mut self) {
+        let _ = self.raw.campaign();
+        self.after_raft();
     }
 
     /// One tick of the loop's clock. Call it for every tick that passed, before anything else.

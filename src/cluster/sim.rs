@@ -21,11 +21,14 @@
 //! 'test(cluster::sim::)'`; one seed: `CLUSTER_SIM_SEED=1234 ...` (prints its trace summary).
 //!
 //! **The checker fails without the fix** (tests `catches_*` below keep it so): with the gate
-//! open on any member that believes it leads (`Fencing::LeaderOnly`, no lease) a paused
-//! leader that resumes releases while another member leads: seed 35 fails invariant 2 ("member
-//! 3 releases as leader of term 3, deposed by a leader of term 4"); with the gate open on
-//! records not yet committed by a quorum (`Fencing::NoQuorum`), seed 1 fails invariant 3 ("leader
-//! 3 (at its election) holds another record 41 than the acknowledged one").
+//! open on any member that believes it leads (`Fencing::LeaderOnly`, no lease) a leader cut
+//! off (partition, lost messages, pause) releases while another member leads: seed 113 fails
+//! invariant 2 ("member 2 releases as leader of term 1, deposed by a leader of term 2"); with
+//! the gate open on records not yet committed by a quorum (`Fencing::NoQuorum`), seed 1 fails
+//! invariant 3 ("leader 3 (at its election) holds another record 41 than the acknowledged
+//! one"); without the restart quiet period, the directed scenario
+//! `a_restarted_member_cannot_shorten_a_lease` fails on all of its 40 seeds (the random runs
+//! rarely hit that combination: a follower restarted just as another member campaigns).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -97,6 +100,14 @@ struct Sim {
     order: u64,
     /// `partition[i]` = side of member i+1; messages between sides are lost.
     partition: Option<(Vec<bool>, u64)>,
+    /// Directed links (from, to) that lose every message (directed scenarios).
+    blocked: Vec<(u64, u64)>,
+    /// Members ignore vote requests for a while after start (see `NodeConfig`).
+    quiet: bool,
+    /// Leaders get input (off in directed scenarios once they start).
+    proposing: bool,
+    /// Every member's minimum election timeout (the lease is 3 ticks shorter).
+    election_ticks: u64,
     /// Records every member agrees are committed (index = seq - 1).
     committed: Vec<RecordBytes>,
     /// Records released by some member (the broker saw their outputs).
@@ -136,25 +147,47 @@ fn temp_dir() -> tempfile::TempDir {
     builder.tempdir().expect("temp dir")
 }
 
-fn node_config(id: u64, members: u64, seed: u64, fencing: Fencing) -> NodeConfig {
+fn node_config(
+    id: u64,
+    members: u64,
+    seed: u64,
+    fencing: Fencing,
+    quiet: bool,
+    election_ticks: u64,
+) -> NodeConfig {
     NodeConfig {
         id,
         members,
         heartbeat_ticks: 2,
-        election_ticks: 10,
+        election_ticks,
         election_spread_ticks: 10,
         append_bytes_max: 4096,
         appends_in_flight_max: 16,
         uncommitted_bytes_max: 1 << 20,
         seed,
         fencing,
+        quiet_after_start: quiet,
     }
 }
 
 impl Sim {
     fn new(seed: u64, fencing: Fencing) -> Sim {
+        // Every third seed runs a lease much longer than the message delays (as on a real
+        // network), where a whole election fits inside it.
+        let election_ticks = if seed % 3 == 2 { 30 } else { 10 };
+        Sim::build(seed, fencing, None, true, election_ticks)
+    }
+
+    fn build(
+        seed: u64,
+        fencing: Fencing,
+        members: Option<u64>,
+        quiet: bool,
+        election_ticks: u64,
+    ) -> Sim {
         let mut rng = Rng::new(seed);
-        let count = if rng.chance(1, 4) { 5 } else { 3 };
+        let five = rng.chance(1, 4);
+        let count = members.unwrap_or(if five { 5 } else { 3 });
         let temp = temp_dir();
         let members = (1..=count)
             .map(|id| Member {
@@ -182,6 +215,10 @@ impl Sim {
             network: Vec::new(),
             order: 0,
             partition: None,
+            blocked: Vec::new(),
+            quiet,
+            proposing: true,
+            election_ticks,
             committed: Vec::new(),
             acked: BTreeMap::new(),
             highest_leader_term: 0,
@@ -214,7 +251,14 @@ impl Sim {
             durability: Durability::Async,
             create_dir: true,
         };
-        let config = node_config(member.id, count, self.seed ^ self.now, self.fencing);
+        let config = node_config(
+            member.id,
+            count,
+            self.seed ^ self.now,
+            self.fencing,
+            self.quiet,
+            self.election_ticks,
+        );
         let logger = super::node::silent_logger();
         let seed = self.seed;
         let (node, recovered) = ClusterNode::open(
@@ -390,6 +434,9 @@ impl Sim {
     }
 
     fn cut_off(&self, from: u64, to: u64) -> bool {
+        if self.blocked.contains(&(from, to)) {
+            return true;
+        }
         match &self.partition {
             Some((sides, _)) => sides[from as usize - 1] != sides[to as usize - 1],
             None => false,
@@ -397,7 +444,7 @@ impl Sim {
     }
 
     fn propose(&mut self, index: usize) -> Result<(), String> {
-        if !self.rng.chance(1, 2) {
+        if !self.proposing || !self.rng.chance(1, 2) {
             return Ok(());
         }
         let records = self.rng.range(1, 3);
@@ -819,6 +866,82 @@ fn seeds_2() {
 #[test]
 fn seeds_3() {
     run_shard(3);
+}
+
+/// A directed scenario for the restart quiet period. Member C is cut off from leader L, whose
+/// lease A keeps confirming. Then A is killed and restarted at once, L is cut off from
+/// everyone and C's election timer fires. Without the quiet period the restarted A, which
+/// forgot L, grants C's votes while L's lease (confirmed by A's last answer) still runs.
+fn restart_scenario(seed: u64, quiet: bool) -> Result<(), String> {
+    // A lease (27 ticks) much longer than the sim's message delays, as on a real network
+    // (10-ms ticks, sub-millisecond round trips): an election fits inside it.
+    let mut sim = Sim::build(seed, Fencing::Lease, Some(3), quiet, 30);
+    sim.faults = false;
+    let serving = |sim: &Sim| {
+        sim.members
+            .iter()
+            .position(|m| m.node.as_ref().is_some_and(|n| n.release_gate().is_some()))
+    };
+    for _ in 0..200 {
+        sim.step()?;
+        if serving(&sim).is_some() {
+            break;
+        }
+    }
+    let leader = serving(&sim).ok_or("no leader")?;
+    let others: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let (a, c) = (others[0], others[1]);
+    let id = |i: usize| i as u64 + 1;
+    // Quiet input so C's log is as long as A's (A would refuse a shorter log anyway).
+    sim.proposing = false;
+    for _ in 0..10 {
+        sim.step()?;
+    }
+    sim.blocked = vec![(id(leader), id(c)), (id(c), id(leader))];
+    let wait = sim.rng.range(0, 3);
+    for _ in 0..wait {
+        sim.step()?;
+    }
+    // Kill A and restart it at once; isolate the old leader; C's timer fires now.
+    sim.members[a].node = None;
+    sim.start(a)?;
+    sim.blocked
+        .extend([(id(leader), id(a)), (id(a), id(leader))]);
+    sim.members[c]
+        .node
+        .as_mut()
+        .expect("running")
+        .campaign_now();
+    for _ in 0..80 {
+        sim.step()?;
+    }
+    Ok(())
+}
+
+/// The restart quiet period is needed: without it a restarted member helps elect a leader
+/// inside the old leader's lease, and the checker sees the deposed leader release.
+#[test]
+fn a_restarted_member_cannot_shorten_a_lease() {
+    let seeds = 40;
+    for seed in 0..seeds {
+        if let Err(failure) = restart_scenario(seed, true) {
+            panic!("with the quiet period: {failure}");
+        }
+    }
+    let failed: Vec<(u64, String)> = (0..seeds)
+        .filter_map(|seed| restart_scenario(seed, false).err().map(|e| (seed, e)))
+        .collect();
+    let (seed, failure) = failed
+        .first()
+        .expect("no seed failed without the quiet period");
+    eprintln!(
+        "without the quiet period {} of {seeds} seeds fail, e.g. seed {seed}: {failure}",
+        failed.len()
+    );
+    assert!(
+        failure.contains("deposed") || failure.contains("several"),
+        "{failure}"
+    );
 }
 
 /// The first failing seed among `seeds` with an unsafe gate, and its message.
