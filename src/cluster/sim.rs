@@ -306,7 +306,9 @@ impl Sim {
             }
         }
         let mut served_at = None;
-        for _ in 0..STEPS_HEALED {
+        // Long enough for a few elections (quiet periods, split votes) at this timeout.
+        let healed_steps = STEPS_HEALED.max(8 * self.election_ticks);
+        for _ in 0..healed_steps {
             self.step()?;
             let serving = self
                 .members
