@@ -26,6 +26,9 @@ pub struct Config {
     pub replication: ReplicationConfig,
     #[serde(default)]
     pub engine: EngineConfig,
+    /// Raft cluster members (`src/cluster`); absent: the venue runs alone.
+    #[serde(default)]
+    pub cluster: Option<crate::cluster::config::ClusterConfig>,
     #[serde(default)]
     pub limits: Limits,
     pub accounts: Vec<AccountConfig>,
@@ -324,6 +327,9 @@ impl Config {
             }
         }
         self.check_hostile_limits()?;
+        if let Some(cluster) = &self.cluster {
+            cluster.check(self.journal.max_payload_bytes)?;
+        }
         for (i, a) in self.accounts.iter().enumerate() {
             if a.password.len() > 10 || !a.password.is_ascii() {
                 return Err(format!(

@@ -7,6 +7,7 @@
 
 pub mod book;
 pub mod client;
+pub mod cluster;
 pub mod config;
 pub mod daemon;
 pub mod engine;

@@ -268,9 +268,13 @@ fn check_next_header(
 fn read_header(path: &Path) -> Result<HeaderState, JournalError> {
     let file = File::open(path).map_err(|e| JournalError::io(path, "open segment", e))?;
     let mut bytes = [0u8; HEADER_BYTES as usize];
-    file.read_exact_at(&mut bytes, 0)
-        .map_err(|e| JournalError::io(path, "read segment header", e))?;
-    SegmentHeader::decode(path, &bytes)
+    match file.read_exact_at(&mut bytes, 0) {
+        Ok(()) => SegmentHeader::decode(path, &bytes),
+        // The writer's helper is creating the next segment (created, not sized yet): it is
+        // blank as far as a reader is concerned, like a sized one without a header.
+        Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => Ok(HeaderState::Blank),
+        Err(error) => Err(JournalError::io(path, "read segment header", error)),
+    }
 }
 
 /// Map a segment with a published header (`None` if it is still blank).

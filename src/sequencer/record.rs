@@ -6,6 +6,18 @@
 //! | 2 OUCH | account (u16, big-endian), then the OUCH message exactly as received |
 //! | 3 admin | operation (`H` halt, `R` resume, `E` end of day), locate (u16, big-endian) |
 //! | 4 tick | empty: time passes (TIF expiry) |
+//! | 5 leader change | term (u64, big-endian): a cluster leader took office (not an input) |
+//!
+//! **Leader change** (`KIND_NOOP`) exists only in a clustered venue's journal (`src/cluster`).
+//! Raft appends one empty entry at the start of every leader's term; the journal keeps it as
+//! this record so that raft index = journal sequence number holds. It carries no input: it has
+//! no effect on the exchange, hands out no number and produces no output; replay and apply
+//! skip it. Its timestamp is the previous record's (0 for record 1), so every node writes the
+//! same bytes without reading a clock. Consequences: journal sequence numbers stay gapless,
+//! but "+1 per journaled input" becomes "+1 per journaled input or leader change"; and a
+//! cluster's journal starts with the first leader's record 1 = leader change, then start of
+//! day (the first record that is not a leader change). A venue without a cluster (or with a
+//! cluster of one) never writes one: its journals stay byte-identical to before.
 //!
 //! The journal stays self-describing: replay needs nothing but the journal directory.
 
@@ -18,6 +30,8 @@ pub const KIND_START_OF_DAY: u8 = 1;
 pub const KIND_OUCH: u8 = 2;
 pub const KIND_ADMIN: u8 = 3;
 pub const KIND_TICK: u8 = 4;
+/// A cluster leader took office (raft's empty entry); not an input. See the table above.
+pub const KIND_NOOP: u8 = 5;
 
 /// Longest OUCH payload record: account plus the longest inbound message.
 pub use crate::limits::OUCH_RECORD_BYTES_MAX;
