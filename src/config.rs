@@ -3,7 +3,7 @@
 //! Every key has a default except the accounts and symbols lists; unknown keys are errors so a
 //! typo never silently falls back to a default. Errors are one line that names the problem.
 
-use crate::exchange::{AccountDef, Limits, SymbolDef, Venue};
+use crate::exchange::{AccountDef, Limits, Stp, SymbolDef, Venue};
 use serde::{Deserialize, Serialize};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
@@ -265,12 +265,23 @@ impl Default for EngineConfig {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AccountConfig {
     pub username: String,
     pub password: String,
     pub firm: String,
+    /// Venue controls (DESIGN.md 4a); see [`crate::exchange::AccountDef`].
+    #[serde(default)]
+    pub stp: Stp,
+    #[serde(default)]
+    pub cancel_on_disconnect: bool,
+    #[serde(default)]
+    pub max_open_orders: Option<u32>,
+    #[serde(default)]
+    pub max_open_shares: Option<u64>,
+    #[serde(default)]
+    pub max_day_shares: Option<u64>,
 }
 
 /// A configuration problem, as one line for the operator.
@@ -408,6 +419,11 @@ impl Config {
                 .map(|a| AccountDef {
                     username: a.username.clone(),
                     firm: a.firm.clone(),
+                    stp: a.stp,
+                    cancel_on_disconnect: a.cancel_on_disconnect,
+                    max_open_orders: a.max_open_orders,
+                    max_open_shares: a.max_open_shares,
+                    max_day_shares: a.max_day_shares,
                 })
                 .collect(),
             limits: self.limits,

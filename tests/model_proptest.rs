@@ -54,18 +54,22 @@ fn venue() -> Venue {
             AccountDef {
                 username: "ALICE".into(),
                 firm: "AAAA".into(),
+                ..AccountDef::default()
             },
             AccountDef {
                 username: "BOB".into(),
                 firm: "BBBB".into(),
+                ..AccountDef::default()
             },
             AccountDef {
                 username: "CAROL".into(),
                 firm: "CC".into(),
+                ..AccountDef::default()
             },
             AccountDef {
                 username: "DAVE".into(),
                 firm: "".into(),
+                ..AccountDef::default()
             },
         ],
         limits: Limits {
@@ -670,6 +674,7 @@ fn show_input(i: &Input) -> String {
         Command::StartOfDay => "StartOfDay".to_string(),
         Command::Tick => "Tick".to_string(),
         Command::Admin(a) => format!("{a:?}"),
+        Command::Disconnect { account } => format!("acct{} Disconnect", account.0),
         Command::Ouch { account, message } => {
             let a = account.0;
             match message {

@@ -40,6 +40,7 @@ fn venue(limits: Limits) -> Venue {
             .map(|(u, f)| AccountDef {
                 username: u.to_string(),
                 firm: f.to_string(),
+                ..AccountDef::default()
             })
             .collect(),
         limits,

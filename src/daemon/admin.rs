@@ -54,6 +54,13 @@ pub enum Request {
     Status,
     /// Stop the daemon as SIGTERM does (End of Session to every session).
     Shutdown,
+    /// Kill switch: cancel the account's resting orders, in one symbol or all.
+    CancelAll {
+        account: String,
+        symbol: Option<String>,
+    },
+    Block(String),
+    Unblock(String),
 }
 
 impl Request {
@@ -65,8 +72,19 @@ impl Request {
             ["end-of-day"] => Ok(Request::EndOfDay),
             ["status"] => Ok(Request::Status),
             ["shutdown"] => Ok(Request::Shutdown),
+            ["cancel-all", account] => Ok(Request::CancelAll {
+                account: account.to_string(),
+                symbol: None,
+            }),
+            ["cancel-all", account, symbol] => Ok(Request::CancelAll {
+                account: account.to_string(),
+                symbol: Some(symbol.to_string()),
+            }),
+            ["block", account] => Ok(Request::Block(account.to_string())),
+            ["unblock", account] => Ok(Request::Unblock(account.to_string())),
             _ => Err(format!(
-                "unknown command {line:?} (halt SYMBOL | resume SYMBOL | end-of-day | status | shutdown)"
+                "unknown command {line:?} (halt SYMBOL | resume SYMBOL | end-of-day | status | \
+                 shutdown | cancel-all ACCOUNT [SYMBOL] | block ACCOUNT | unblock ACCOUNT)"
             )),
         }
     }
@@ -78,6 +96,16 @@ impl Request {
             Request::EndOfDay => "end-of-day".into(),
             Request::Status => "status".into(),
             Request::Shutdown => "shutdown".into(),
+            Request::CancelAll {
+                account,
+                symbol: None,
+            } => format!("cancel-all {account}"),
+            Request::CancelAll {
+                account,
+                symbol: Some(symbol),
+            } => format!("cancel-all {account} {symbol}"),
+            Request::Block(a) => format!("block {a}"),
+            Request::Unblock(a) => format!("unblock {a}"),
         }
     }
 }

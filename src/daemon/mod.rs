@@ -230,6 +230,7 @@ impl<F: FeedOut> Daemon<F> {
                     .on_idle(registry, now, &streams, &mut self.node);
                 self.node.tick_if_due();
             }
+            self.gateway.report_lost(&mut self.node);
             let all_released = self.node.end_batch();
             // Only released messages are visible in the streams, so a reply never leaves
             // before its input is durable.
@@ -293,7 +294,9 @@ impl<F: FeedOut> Daemon<F> {
     }
 
     fn execute(&mut self, request: &Request) -> String {
-        let locate = |symbol: &str| self.node.header.venue.locate_of(symbol);
+        let venue = &self.node.header.venue;
+        let locate = |symbol: &str| venue.locate_of(symbol);
+        let account = |user: &str| venue.account_of(user);
         let admin = match request {
             Request::Status => return self.status(),
             Request::Shutdown => {
@@ -309,6 +312,32 @@ impl<F: FeedOut> Daemon<F> {
                     Admin::Halt(Locate(l))
                 } else {
                     Admin::Resume(Locate(l))
+                }
+            }
+            Request::CancelAll { account: a, symbol } => {
+                let Some(id) = account(a) else {
+                    return format!("error unknown account {a}");
+                };
+                let symbol = match symbol {
+                    None => None,
+                    Some(s) => match locate(s) {
+                        Some(l) => Some(l),
+                        None => return format!("error unknown symbol {s}"),
+                    },
+                };
+                Admin::CancelAll {
+                    account: id,
+                    symbol,
+                }
+            }
+            Request::Block(a) | Request::Unblock(a) => {
+                let Some(id) = account(a) else {
+                    return format!("error unknown account {a}");
+                };
+                if matches!(request, Request::Block(_)) {
+                    Admin::Block(id)
+                } else {
+                    Admin::Unblock(id)
                 }
             }
         };

@@ -20,7 +20,7 @@ use crate::limits;
 use crate::marketdata::glimpse::{PendingSnapshot, SnapshotDesk, Waker};
 use crate::replay;
 use crate::sequencer::record::{
-    self, DayHeader, KIND_ADMIN, KIND_OUCH, KIND_START_OF_DAY, KIND_TICK,
+    self, DayHeader, KIND_ADMIN, KIND_DISCONNECT, KIND_OUCH, KIND_START_OF_DAY, KIND_TICK,
 };
 use crate::sequencer::{Clock, Sequencer};
 use crate::stream::{StreamReader, StreamWriter, stream};
@@ -214,7 +214,7 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
     }
 
     pub fn admin(&mut self, admin: Admin) -> Option<Outcome> {
-        let mut payload = [0u8; 3];
+        let mut payload = [0u8; record::ADMIN_RECORD_BYTES_MAX];
         let n = record::encode_admin(admin, &mut payload);
         self.sequence(KIND_ADMIN, &payload[..n], Command::Admin(admin))
     }
@@ -626,6 +626,16 @@ impl<C: Clock, F: FeedOut> Intake for Node<C, F> {
 
     fn has_room(&self) -> bool {
         self.ready_for_input()
+    }
+
+    fn disconnect(&mut self, account: AccountId) {
+        let mut payload = [0u8; 2];
+        let n = record::encode_disconnect(account, &mut payload);
+        self.sequence(
+            KIND_DISCONNECT,
+            &payload[..n],
+            Command::Disconnect { account },
+        );
     }
 }
 

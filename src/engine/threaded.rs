@@ -21,7 +21,7 @@
 use crate::config::WaitStrategy;
 use crate::exchange::front::{Front, FrontLink};
 use crate::exchange::merge::{EventSource, Merge};
-use crate::exchange::msg::{Marker, Plan, ShardCmd, ShardEvent, Verdict};
+use crate::exchange::msg::{AccountRisk, Marker, Plan, RiskBoard, ShardCmd, ShardEvent, Verdict};
 use crate::exchange::shard::{Shard, ShardOut};
 use crate::exchange::{Input, Outcome, Sink, Venue};
 use crate::types::Timestamp;
@@ -43,6 +43,8 @@ const PARK_MAX: Duration = Duration::from_millis(50);
 const IDLE_PARK: Duration = Duration::from_millis(10);
 /// A producer facing a full ring re-checks this often in `park` mode.
 const FULL_RING_PARK: Duration = Duration::from_micros(50);
+/// The front waiting for the shards' positions (an account with limits) re-checks this often.
+const RISK_WAIT: Duration = Duration::from_micros(20);
 /// Ring slots the front keeps free for what an input may need: a command per shard and its
 /// plan, plus the markers and a snapshot that can follow it.
 pub const RING_RESERVE_SLOTS: u64 = 8;
@@ -229,6 +231,9 @@ fn drain<T: Copy>(rx: &mut Rx<T>, buffer: &mut VecDeque<T>, consumed: &AtomicU64
 struct RingLink {
     strategy: WaitStrategy,
     to_shards: Vec<Lane<ShardCmd>>,
+    /// Per shard: the last input it was sent a command for, and its position board.
+    sent_seq: Vec<u64>,
+    boards: Vec<Arc<RiskBoard>>,
     shard_bells: Vec<Arc<Bell>>,
     plans: Lane<Plan>,
     merge_bell: Arc<Bell>,
@@ -243,6 +248,9 @@ impl FrontLink for RingLink {
     fn to_shard(&mut self, shard: usize, cmd: &ShardCmd) {
         let bell = &self.shard_bells[shard];
         self.to_shards[shard].publish(*cmd, self.strategy, bell);
+        if let Some(seq) = cmd.seq() {
+            self.sent_seq[shard] = seq;
+        }
     }
 
     fn verdict(&mut self, shard: usize) -> Verdict {
@@ -267,6 +275,25 @@ impl FrontLink for RingLink {
 
     fn try_verdict(&mut self, shard: usize) -> Option<Verdict> {
         self.verdicts[shard].try_recv().ok()
+    }
+
+    /// Waits until every shard has done the commands sent to it (only for accounts with
+    /// limits; a shard publishes its progress after each command).
+    fn risk(&mut self, account: u16) -> AccountRisk {
+        let mut total = AccountRisk::default();
+        for (k, board) in self.boards.iter().enumerate() {
+            let mut tries = 0u32;
+            while board.processed_seq.load(Ordering::Acquire) < self.sent_seq[k] {
+                tries += 1;
+                match (self.strategy, tries < 64) {
+                    (WaitStrategy::Spin, _) | (_, true) => std::hint::spin_loop(),
+                    (WaitStrategy::Yield, false) => thread::yield_now(),
+                    (WaitStrategy::Park, false) => thread::sleep(RISK_WAIT),
+                }
+            }
+            total = total.plus(board.get(account));
+        }
+        total
     }
 }
 
@@ -358,16 +385,6 @@ fn shard_panic_seq() -> Option<u64> {
     spec.strip_prefix("shard-panic-at-seq:")?.parse().ok()
 }
 
-fn command_seq(cmd: &ShardCmd) -> Option<u64> {
-    match *cmd {
-        ShardCmd::Enter { seq, .. }
-        | ShardCmd::Cancel { seq, .. }
-        | ShardCmd::Replace { seq, .. }
-        | ShardCmd::Sweep { seq, .. } => Some(seq),
-        ShardCmd::Snapshot { .. } | ShardCmd::Stop => None,
-    }
-}
-
 /// The running pipeline, driven from the caller's thread.
 pub struct Sharded<O: OutputStage> {
     front: Front,
@@ -418,6 +435,11 @@ impl<O: OutputStage> Sharded<O> {
         let merge_bell = Arc::new(Bell::default());
         let plans = lane(slots, Plan::EMPTY);
         let panic_seq = shard_panic_seq();
+        let boards: Vec<Arc<RiskBoard>> = shards.iter().map(|s| s.risk().clone()).collect();
+        let sent_seq = boards
+            .iter()
+            .map(|b| b.processed_seq.load(Ordering::Acquire))
+            .collect();
         let mut to_shards = Vec::with_capacity(n);
         let mut shard_bells = Vec::with_capacity(n);
         let mut verdict_rxs = Vec::with_capacity(n);
@@ -461,7 +483,7 @@ impl<O: OutputStage> Sharded<O> {
                                 break; // the front is gone
                             }
                             while let Some(cmd) = buffer.pop_front() {
-                                if k == 0 && panic_seq.is_some() && command_seq(&cmd) == panic_seq {
+                                if k == 0 && panic_seq.is_some() && cmd.seq() == panic_seq {
                                     panic!("failpoint shard-panic-at-seq");
                                 }
                                 if !shard.apply(&cmd, &mut out) {
@@ -520,6 +542,8 @@ impl<O: OutputStage> Sharded<O> {
             link: Some(RingLink {
                 strategy,
                 to_shards,
+                sent_seq,
+                boards,
                 shard_bells,
                 plans: plans_lane,
                 merge_bell,

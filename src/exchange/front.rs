@@ -14,14 +14,15 @@
 
 use super::input::{Admin, Command, Input, Outcome};
 use super::msg::{
-    Marker, Market, Plan, ShardCmd, SweepKind, SweepScope, Verdict, shard_of, shards_of_range,
+    AccountRisk, Marker, Market, Plan, ShardCmd, SweepKind, SweepScope, Verdict, shard_of,
+    shards_of_range,
 };
 use super::tokens::{TokenState, TokenTable, Vacant};
 use super::validate::{self, MarketState};
-use super::venue::{SymbolSpec, Venue, VenueError};
-use crate::types::{AccountId, Firm, Side, Timestamp, Token};
+use super::venue::{AccountDef, SymbolSpec, Venue, VenueError};
+use crate::types::{AccountId, Firm, Locate, Side, Timestamp, Token};
 use crate::wire::itch;
-use crate::wire::ouch::{self, Inbound, reject_reason as why};
+use crate::wire::ouch::{self, Inbound, cancel_reason, reject_reason as why};
 use std::collections::VecDeque;
 
 /// Where the front sends its work and gets its verdicts: straight into the stages (inline),
@@ -38,6 +39,9 @@ pub trait FrontLink {
     fn verdict(&mut self, shard: usize) -> Verdict;
     /// The next verdict of `shard` if there is one already.
     fn try_verdict(&mut self, shard: usize) -> Option<Verdict>;
+    /// The account's exact position after every command sent so far (summed over the
+    /// shards, waiting until each has done its commands). Asked only for accounts with limits.
+    fn risk(&mut self, account: u16) -> AccountRisk;
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -63,6 +67,10 @@ pub struct Front {
     shards: usize,
     pub(crate) phase: Phase,
     pub(crate) halted: Vec<bool>,
+    /// Accounts blocked by the kill switch.
+    pub(crate) blocked: Vec<bool>,
+    /// Every account's controls (limits, cancel on disconnect).
+    accounts: Vec<AccountDef>,
     pub(crate) tokens: Vec<TokenTable>,
     /// Per shard: Replaces sent that will be answered, oldest first.
     awaited: Vec<VecDeque<Awaited>>,
@@ -86,6 +94,8 @@ impl Front {
             shards,
             phase: Phase::PreOpen,
             halted: vec![false; specs.len()],
+            blocked: vec![false; venue.accounts.len()],
+            accounts: venue.accounts.clone(),
             tokens: venue
                 .accounts
                 .iter()
@@ -132,8 +142,34 @@ impl Front {
                 }
             }
             Command::Admin(admin) => self.admin(input, admin, link),
-            Command::Tick => self.sweep(input, SweepKind::Expiry, link),
+            Command::Tick => {
+                let scope = SweepScope::Expired;
+                self.sweep(input, SweepKind::Expiry, scope, None, link)
+            }
+            Command::Disconnect { account } => self.disconnect(input, account, link),
         }
+    }
+
+    /// A logged-in session was lost without Logout: with cancel on disconnect, its account's
+    /// resting orders are canceled (reason `Z`) as by `cancel-all`.
+    fn disconnect<L: FrontLink>(
+        &mut self,
+        input: &Input,
+        account: AccountId,
+        link: &mut L,
+    ) -> Outcome {
+        let cancels = self
+            .accounts
+            .get(account.0 as usize)
+            .is_some_and(|a| a.cancel_on_disconnect);
+        if !cancels {
+            return self.silent(input, "no cancel on disconnect for the account", link);
+        }
+        let scope = SweepScope::Account {
+            account: account.0,
+            reason: cancel_reason::SYSTEM,
+        };
+        self.sweep(input, SweepKind::Account, scope, None, link)
     }
 
     /// An input that produces nothing.
@@ -276,11 +312,11 @@ impl Front {
         Outcome::Applied
     }
 
-    fn market(&self, symbol: u16, _account: AccountId) -> Market {
+    fn market(&self, symbol: u16, account: AccountId) -> Market {
         Market {
             halted: self.halted[symbol as usize],
             closed: self.phase != Phase::Open,
-            blocked: false,
+            blocked: self.blocked[account.0 as usize],
         }
     }
 
@@ -305,7 +341,10 @@ impl Front {
             link.to_merge(&reject(why::OTHER));
             return Outcome::Applied;
         }
-        let (side, symbol) = match self.check_enter(account, o) {
+        let checked = self
+            .check_enter(account, o)
+            .and_then(|x| self.within_limits(account, o, link).map(|()| x));
+        let (side, symbol) = match checked {
             Ok(x) => x,
             Err(reason) => {
                 let table = &mut self.tokens[account.0 as usize];
@@ -346,10 +385,26 @@ impl Front {
         let market = MarketState {
             halted: m.halted,
             closed: m.closed,
+            blocked: m.blocked,
         };
         let firm = self.firms[account.0 as usize];
         validate::check_enter(o, side, &self.specs[symbol as usize], market, firm)?;
         Ok((side, symbol))
+    }
+
+    /// The account limits, checked last (DESIGN.md 4a), on the exact position.
+    fn within_limits<L: FrontLink>(
+        &mut self,
+        account: AccountId,
+        o: &ouch::EnterOrder,
+        link: &mut L,
+    ) -> Result<(), u8> {
+        let def = &self.accounts[account.0 as usize];
+        if !def.has_limits() {
+            return Ok(());
+        }
+        let risk = link.risk(account.0);
+        validate::check_limits(def, risk, o.shares.0, 0)
     }
 
     /// The symbol a Cancel's or Replace's existing token was routed to (pending included: a
@@ -436,6 +491,9 @@ impl Front {
             replacement_slot,
             order: *u,
             market: self.market(symbol, account),
+            risk: self.accounts[account.0 as usize]
+                .has_limits()
+                .then(|| link.risk(account.0)),
         };
         self.send(shard, &cmd, link);
         if L::VERDICT_AT_ONCE && !full {
@@ -452,27 +510,33 @@ impl Front {
         Outcome::Applied
     }
 
-    /// Expiry or end of day across every symbol.
-    fn sweep<L: FrontLink>(&mut self, input: &Input, kind: SweepKind, link: &mut L) -> Outcome {
-        let last = self.specs.len() as u16 - 1;
+    /// A sweep of symbols `only` (or every symbol): expiry, end of day, an account's orders.
+    fn sweep<L: FrontLink>(
+        &mut self,
+        input: &Input,
+        kind: SweepKind,
+        scope: SweepScope,
+        only: Option<u16>,
+        link: &mut L,
+    ) -> Outcome {
+        let (first, last) = match only {
+            Some(symbol) => (symbol, symbol),
+            None => (0, self.specs.len() as u16 - 1),
+        };
         link.to_merge(&Plan::Sweep {
             input: *input,
             kind,
-            first: 0,
+            first,
             last,
         });
-        let scope = match kind {
-            SweepKind::Expiry => SweepScope::Expired,
-            SweepKind::EndOfDay => SweepScope::All,
-        };
         let cmd = ShardCmd::Sweep {
             seq: input.seq,
             ts: input.timestamp,
             scope,
-            first: 0,
+            first,
             last,
         };
-        for shard in shards_of_range(0, last, self.shards) {
+        for shard in shards_of_range(first, last, self.shards) {
             self.send(shard, &cmd, link);
         }
         Outcome::Applied
@@ -485,11 +549,7 @@ impl Front {
         match admin {
             Admin::Halt(locate) | Admin::Resume(locate) => {
                 let halt = matches!(admin, Admin::Halt(_));
-                let Some(symbol) = locate
-                    .0
-                    .checked_sub(1)
-                    .filter(|&s| (s as usize) < self.specs.len())
-                else {
+                let Some(symbol) = self.symbol_of(locate) else {
                     return self.refused(input, "unknown symbol", link);
                 };
                 if self.halted[symbol as usize] == halt {
@@ -511,9 +571,50 @@ impl Front {
             }
             Admin::EndOfDay => {
                 self.phase = Phase::Closed;
-                self.sweep(input, SweepKind::EndOfDay, link)
+                self.sweep(input, SweepKind::EndOfDay, SweepScope::All, None, link)
+            }
+            Admin::CancelAll { account, symbol } => {
+                if account.0 as usize >= self.accounts.len() {
+                    return self.refused(input, "unknown account", link);
+                }
+                let only = match symbol {
+                    None => None,
+                    Some(locate) => match self.symbol_of(locate) {
+                        Some(s) => Some(s),
+                        None => return self.refused(input, "unknown symbol", link),
+                    },
+                };
+                let scope = SweepScope::Account {
+                    account: account.0,
+                    reason: cancel_reason::SUPERVISORY,
+                };
+                self.sweep(input, SweepKind::Account, scope, only, link)
+            }
+            Admin::Block(account) | Admin::Unblock(account) => {
+                let block = matches!(admin, Admin::Block(_));
+                let Some(flag) = self.blocked.get_mut(account.0 as usize) else {
+                    return self.refused(input, "unknown account", link);
+                };
+                if *flag == block {
+                    let why = if block {
+                        "already blocked"
+                    } else {
+                        "not blocked"
+                    };
+                    return self.refused(input, why, link);
+                }
+                *flag = block;
+                link.to_merge(&Plan::Silent { seq: input.seq });
+                Outcome::Applied
             }
         }
+    }
+
+    fn symbol_of(&self, locate: Locate) -> Option<u16> {
+        locate
+            .0
+            .checked_sub(1)
+            .filter(|&s| (s as usize) < self.specs.len())
     }
 
     /// A point between inputs that the output stage must see in order (see [`super::Marker`]).

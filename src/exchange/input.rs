@@ -9,6 +9,14 @@ pub enum Admin {
     Halt(Locate),
     Resume(Locate),
     EndOfDay,
+    /// Kill switch: cancel the account's resting orders (reason `S`), in one symbol or all.
+    CancelAll {
+        account: AccountId,
+        symbol: Option<Locate>,
+    },
+    /// From now on the account's Enter and Replace are rejected `a`; cancels still work.
+    Block(AccountId),
+    Unblock(AccountId),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -23,6 +31,11 @@ pub enum Command {
     Admin(Admin),
     /// Time passes: expire orders whose time in force has run out by the timestamp.
     Tick,
+    /// A logged-in session of the account lost its connection other than by Logout Request:
+    /// with `cancel_on_disconnect` its resting orders are canceled (reason `Z`).
+    Disconnect {
+        account: AccountId,
+    },
 }
 
 /// One sequenced input.

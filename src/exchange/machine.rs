@@ -9,7 +9,7 @@
 use super::front::{Front, FrontLink};
 use super::input::{Input, Outcome};
 use super::merge::Merge;
-use super::msg::{Marker, Plan, ShardCmd, ShardEvent, Verdict};
+use super::msg::{AccountRisk, Marker, Plan, ShardCmd, ShardEvent, Verdict};
 use super::shard::{Shard, ShardOut};
 use super::sink::Sink;
 use super::tokens::TokenState;
@@ -86,6 +86,10 @@ impl<S: Sink> FrontLink for Inline<'_, S> {
 
     fn try_verdict(&mut self, _: usize) -> Option<Verdict> {
         self.verdict.take()
+    }
+
+    fn risk(&mut self, account: u16) -> AccountRisk {
+        self.shard.risk().get(account)
     }
 }
 

@@ -37,7 +37,7 @@ pub use msg::Marker;
 pub use shard::{Shard, ShardOut};
 pub use sink::{Discard, Output, Recorder, Sink};
 pub use split::Split;
-pub use venue::{AccountDef, Limits, SymbolDef, Venue, VenueError};
+pub use venue::{AccountDef, Limits, Stp, SymbolDef, Venue, VenueError};
 
 #[cfg(test)]
 mod tests;

@@ -6,6 +6,7 @@
 use super::input::Input;
 use crate::types::{AccountId, Price, Side, Timestamp, Token};
 use crate::wire::ouch::{EnterOrder, ReplaceOrder};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Market state the front saw when it sequenced a Replace (the shard validates it).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -14,6 +15,100 @@ pub struct Market {
     pub closed: bool,
     /// The account is blocked by the kill switch (reject `a`).
     pub blocked: bool,
+}
+
+/// An account's position for its limits (DESIGN.md 4a): resting orders, their leaves, and
+/// shares executed today (both sides).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct AccountRisk {
+    pub open_orders: u32,
+    pub open_shares: u64,
+    pub executed: u64,
+}
+
+impl AccountRisk {
+    pub fn plus(self, other: AccountRisk) -> AccountRisk {
+        AccountRisk {
+            open_orders: self.open_orders + other.open_orders,
+            open_shares: self.open_shares + other.open_shares,
+            executed: self.executed + other.executed,
+        }
+    }
+}
+
+/// A shard's part of every limited account's position, written only by the shard (plain
+/// loads and stores of atomics: one writer) and read by the front once the shard has done
+/// every command sent to it (`processed_seq`, stored with Release after each command).
+#[derive(Debug)]
+pub struct RiskBoard {
+    accounts: Box<[Counters]>,
+    pub processed_seq: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    open_orders: AtomicU32,
+    open_shares: AtomicU64,
+    executed: AtomicU64,
+}
+
+impl RiskBoard {
+    pub fn new(accounts: usize) -> RiskBoard {
+        RiskBoard {
+            accounts: (0..accounts).map(|_| Counters::default()).collect(),
+            processed_seq: AtomicU64::new(0),
+        }
+    }
+
+    pub fn get(&self, account: u16) -> AccountRisk {
+        let c = &self.accounts[account as usize];
+        AccountRisk {
+            open_orders: c.open_orders.load(Ordering::Relaxed),
+            open_shares: c.open_shares.load(Ordering::Relaxed),
+            executed: c.executed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// An order of `account` rested with `shares` (the shard's thread only).
+    #[inline]
+    pub(crate) fn rested(&self, account: u16, shares: u32) {
+        let c = &self.accounts[account as usize];
+        bump32(&c.open_orders, 1);
+        bump64(&c.open_shares, u64::from(shares));
+    }
+
+    /// A resting order of `account` lost `shares`; `gone`: it left the book.
+    #[inline]
+    pub(crate) fn reduced(&self, account: u16, shares: u32, gone: bool) {
+        let c = &self.accounts[account as usize];
+        let orders = c.open_orders.load(Ordering::Relaxed);
+        let open = c.open_shares.load(Ordering::Relaxed);
+        assert!(
+            open >= u64::from(shares) && (!gone || orders > 0),
+            "position underflow"
+        );
+        c.open_shares
+            .store(open - u64::from(shares), Ordering::Relaxed);
+        if gone {
+            c.open_orders.store(orders - 1, Ordering::Relaxed);
+        }
+    }
+
+    /// `account` executed `shares` (as taker or maker).
+    #[inline]
+    pub(crate) fn executed(&self, account: u16, shares: u32) {
+        bump64(&self.accounts[account as usize].executed, u64::from(shares));
+    }
+}
+
+#[inline]
+fn bump32(a: &AtomicU32, by: u32) {
+    a.store(a.load(Ordering::Relaxed) + by, Ordering::Relaxed);
+}
+
+#[inline]
+fn bump64(a: &AtomicU64, by: u64) {
+    a.store(a.load(Ordering::Relaxed) + by, Ordering::Relaxed);
 }
 
 /// Work for one shard, in journal-sequence order.
@@ -52,6 +147,9 @@ pub enum ShardCmd {
         replacement_slot: Option<u32>,
         order: ReplaceOrder,
         market: Market,
+        /// The account's position before this input when it has limits (the front knows it
+        /// across shards; the shard finishes the check with the old order's leaves).
+        risk: Option<AccountRisk>,
     },
     /// Cancel, in every symbol of the shard within `first..=last` (config order), the resting
     /// orders that `scope` selects, telling each owner `reason`.
@@ -70,6 +168,17 @@ pub enum ShardCmd {
 
 impl ShardCmd {
     pub const EMPTY: ShardCmd = ShardCmd::Stop;
+
+    /// The input this command belongs to (None: a snapshot or the stop).
+    pub fn seq(&self) -> Option<u64> {
+        match *self {
+            ShardCmd::Enter { seq, .. }
+            | ShardCmd::Cancel { seq, .. }
+            | ShardCmd::Replace { seq, .. }
+            | ShardCmd::Sweep { seq, .. } => Some(seq),
+            ShardCmd::Snapshot { .. } | ShardCmd::Stop => None,
+        }
+    }
 }
 
 /// Which resting orders a sweep cancels.
@@ -80,6 +189,9 @@ pub enum SweepScope {
     Expired,
     /// Every order (end of day, reason `E`), bids then asks in priority order.
     All,
+    /// The orders of one account (kill switch `S`, cancel on disconnect `Z`), bids then asks
+    /// in priority order.
+    Account { account: u16, reason: u8 },
 }
 
 /// Did a Replace consume its replacement token (outcomes 3 and 4) or not (1, 2)?
@@ -167,6 +279,8 @@ impl ShardEvent {
 pub enum SweepKind {
     Expiry,
     EndOfDay,
+    /// Kill switch or cancel on disconnect: only the cancels.
+    Account,
 }
 
 /// Points in the output sequence that are not inputs. They travel the plan queue in order,

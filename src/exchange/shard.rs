@@ -10,12 +10,17 @@
 //! order with the same account and token (a token is used once per account per day, so the
 //! check is exact even after the pool slot is reused).
 
-use super::msg::{Market, ReplaceFeed, ShardCmd, ShardEvent, SweepScope, Verdict, shard_of};
+use super::msg::{
+    AccountRisk, Market, ReplaceFeed, RiskBoard, ShardCmd, ShardEvent, SweepScope, Verdict,
+    shard_of,
+};
 use super::validate::{self, MarketState, ReplaceFault};
-use super::venue::{SymbolSpec, Venue, VenueError};
+use super::venue::{AccountDef, Stp, SymbolSpec, Venue, VenueError};
 use crate::book::{BookConfig, OrderBook, OrderHandle, Removal};
 use crate::types::{AccountId, Price, Side, Timestamp, Token};
 use crate::wire::ouch::{self, cancel_reason, reject_reason as why};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 /// Where a shard's results go.
 pub trait ShardOut {
@@ -71,8 +76,25 @@ pub struct Shard {
     /// Pool handle by (account, token slot): `live[account * tokens_per_account + slot]`.
     live: Box<[u32]>,
     tokens_per_account: usize,
+    /// Per account: its controls (self-trade prevention, limits).
+    accounts: Vec<AccountDef>,
+    /// Per account: does it have limits (then its position is kept on `risk`)?
+    limited: Vec<bool>,
+    /// This shard's part of the limited accounts' positions.
+    risk: Arc<RiskBoard>,
+    /// Handles collected by an account sweep before it removes them (sized for one book).
+    scratch: Vec<OrderHandle>,
     /// Why the last command did nothing, if it did nothing (the inline exchange reports it).
     pub(crate) ignored: Option<&'static str>,
+}
+
+/// How a taker's matching ended.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Matched {
+    /// It may rest (or cancel an IOC remainder) with what is left.
+    Open,
+    /// Self-trade prevention canceled what was left: nothing rests, nothing more follows.
+    Canceled,
 }
 
 impl Shard {
@@ -92,6 +114,7 @@ impl Shard {
         let tokens_per_account = limits.tokens_per_account as usize;
         // Written once here: every page is touched before the first input.
         let live = vec![NO_HANDLE; tokens_per_account * venue.accounts.len()].into_boxed_slice();
+        let scratch = Vec::with_capacity(limits.orders_per_symbol as usize);
         Ok(Shard {
             index,
             specs,
@@ -99,6 +122,10 @@ impl Shard {
             symbols,
             live,
             tokens_per_account,
+            accounts: venue.accounts.clone(),
+            limited: venue.accounts.iter().map(AccountDef::has_limits).collect(),
+            risk: Arc::new(RiskBoard::new(venue.accounts.len())),
+            scratch,
             ignored: None,
         })
     }
@@ -136,7 +163,12 @@ impl Shard {
             .flatten()
             .map(|b| b.allocated_bytes())
             .sum();
-        books + self.live.len() * std::mem::size_of::<u32>()
+        books + self.live.len() * std::mem::size_of::<u32>() + self.scratch.capacity() * 4
+    }
+
+    /// This shard's part of the limited accounts' positions (read by the front).
+    pub fn risk(&self) -> &Arc<RiskBoard> {
+        &self.risk
     }
 
     pub(crate) fn book(&self, symbol: u16) -> &OrderBook<Resting> {
@@ -210,6 +242,10 @@ impl Shard {
             ShardCmd::Stop => return false,
         }
         out.event(ShardEvent::Done);
+        if let Some(seq) = cmd.seq() {
+            // After every position update of the command: the front may now read them.
+            self.risk.processed_seq.store(seq, Ordering::Release);
+        }
         true
     }
 
@@ -278,24 +314,29 @@ impl Shard {
 
     /// Execute a live order against the book, then cancel an IOC remainder or rest the rest.
     fn execute_and_rest<O: ShardOut>(&mut self, ts: Timestamp, mut e: Entry, out: &mut O) {
-        let executed = self.execute(&e, out);
+        let (executed, left, matched) = match self.accounts[e.account.0 as usize].stp {
+            Stp::None => {
+                let executed = self.execute(&e, e.shares, out);
+                (executed, e.shares - executed, Matched::Open)
+            }
+            stp => self.execute_preventing_self_trades(&e, stp, out),
+        };
         e.resting.chain_executed += executed;
-        let remaining = e.shares - executed;
-        if remaining == 0 {
+        if left == 0 || matched == Matched::Canceled {
             return;
         }
         if e.tif == validate::TIF_IOC {
             out.event(ShardEvent::TakerCanceled {
-                shares: remaining,
+                shares: left,
                 reason: cancel_reason::IMMEDIATE_OR_CANCEL,
             });
             return;
         }
-        let handle = self.rest(ts, &e, remaining);
+        let handle = self.rest(ts, &e, left);
         out.event(ShardEvent::Rested {
             slot: handle.0,
             side: e.side,
-            shares: remaining,
+            shares: left,
         });
     }
 
@@ -306,16 +347,33 @@ impl Shard {
         let handle = book.insert(e.side, e.price, shares, hidden, deadline_ms, e.resting);
         let at = e.account.0 as usize * self.tokens_per_account + e.slot as usize;
         self.live[at] = handle.0;
+        if self.limited[e.account.0 as usize] {
+            self.risk.rested(e.account.0, shares);
+        }
         handle
     }
 
-    /// Match the taker; report each fill (the merge writes taker's, then maker's messages).
-    fn execute<O: ShardOut>(&mut self, e: &Entry, out: &mut O) -> u32 {
+    /// A resting order of `account` lost `shares` (`gone`: it left the book): its position.
+    #[inline]
+    fn left(&self, account: u16, shares: u32, gone: bool) {
+        if self.limited[account as usize] {
+            self.risk.reduced(account, shares, gone);
+        }
+    }
+
+    /// Match the taker for up to `shares`; report each fill (the merge writes the taker's,
+    /// then the maker's messages). Returns the shares executed.
+    fn execute<O: ShardOut>(&mut self, e: &Entry, shares: u32, out: &mut O) -> u32 {
         let book = self.books[e.symbol as usize]
             .as_mut()
             .expect("symbol routed to its shard");
-        let remaining = book.execute(e.side, e.price, e.shares, |fill, maker| {
+        let (limited, risk) = (&self.limited, &self.risk);
+        let remaining = book.execute(e.side, e.price, shares, |fill, maker| {
             maker.chain_executed += fill.shares;
+            if limited[maker.account as usize] {
+                risk.reduced(maker.account, fill.shares, fill.maker_leaves == 0);
+                risk.executed(maker.account, fill.shares);
+            }
             out.event(ShardEvent::Executed {
                 maker_slot: fill.maker.0,
                 maker_account: maker.account,
@@ -325,7 +383,94 @@ impl Shard {
                 maker_hidden: fill.maker_hidden,
             });
         });
-        e.shares - remaining
+        let executed = shares - remaining;
+        if self.limited[e.account.0 as usize] && executed > 0 {
+            self.risk.executed(e.account.0, executed);
+        }
+        executed
+    }
+
+    /// Matching for a taker whose account prevents self-trades (DESIGN.md 4a): resting
+    /// orders are taken one at a time in priority order; one of the taker's own account gets
+    /// the account's rule instead of a trade. Returns (executed, left, how it ended).
+    fn execute_preventing_self_trades<O: ShardOut>(
+        &mut self,
+        e: &Entry,
+        stp: Stp,
+        out: &mut O,
+    ) -> (u32, u32, Matched) {
+        let (mut executed, mut left) = (0u32, e.shares);
+        let contra = e.side.opposite();
+        // Each round trades with, cancels or reduces one resting order: bounded by them.
+        for _ in 0..=self.book(e.symbol).order_capacity() {
+            if left == 0 || !self.book(e.symbol).crosses(e.side, e.price) {
+                return (executed, left, Matched::Open);
+            }
+            let head = self
+                .book(e.symbol)
+                .first_in_priority(contra)
+                .expect("a crossing book has a first order");
+            let maker = self.book(e.symbol).get(head);
+            let (maker_account, maker_leaves) = (maker.payload.account, maker.leaves);
+            if maker_account != e.account.0 {
+                let n = self.execute(e, left.min(maker_leaves), out);
+                debug_assert_eq!(n, left.min(maker_leaves), "the first order takes it all");
+                executed += n;
+                left -= n;
+                continue;
+            }
+            let q = left.min(maker_leaves);
+            let (maker_cut, taker_cut) = match stp {
+                Stp::None => unreachable!("no prevention"),
+                Stp::CancelNewest => (0, left),
+                Stp::CancelOldest => (maker_leaves, 0),
+                Stp::CancelBoth => (maker_leaves, left),
+                Stp::Decrement => (q, q),
+            };
+            if maker_cut > 0 {
+                self.reduce_resting(e.symbol, head, maker_cut, cancel_reason::SELF_MATCH, out);
+            }
+            if taker_cut > 0 {
+                out.event(ShardEvent::TakerCanceled {
+                    shares: taker_cut,
+                    reason: cancel_reason::SELF_MATCH,
+                });
+                left -= taker_cut;
+            }
+            if matches!(stp, Stp::CancelNewest | Stp::CancelBoth) {
+                return (executed, left, Matched::Canceled);
+            }
+        }
+        unreachable!("matching is bounded by the resting orders")
+    }
+
+    /// Take `shares` off a resting order for a reason other than its owner's cancel (it
+    /// leaves the book when none remain): its owner is told, the feed too if displayed.
+    fn reduce_resting<O: ShardOut>(
+        &mut self,
+        symbol: u16,
+        handle: OrderHandle,
+        shares: u32,
+        reason: u8,
+        out: &mut O,
+    ) {
+        let order = self.book(symbol).get(handle);
+        let (leaves, payload) = (order.leaves, *order.payload);
+        assert!(shares > 0 && shares <= leaves);
+        let gone = shares == leaves;
+        let taken = self.book_mut(symbol).reduce_to(handle, leaves - shares);
+        debug_assert_eq!(taken, shares);
+        self.left(payload.account, shares, gone);
+        out.event(ShardEvent::Canceled {
+            symbol,
+            slot: handle.0,
+            account: payload.account,
+            token: payload.token,
+            decrement: shares,
+            reason,
+            displayed: payload.displayed(),
+            gone,
+        });
     }
 
     // ---- cancel ------------------------------------------------------------------------
@@ -351,6 +496,7 @@ impl Shard {
             self.ignored = Some("cancel reduces nothing");
             return;
         }
+        self.left(account.0, decrement, decrement == leaves);
         out.event(ShardEvent::Canceled {
             symbol,
             slot: handle.0,
@@ -364,7 +510,8 @@ impl Shard {
     }
 
     /// An order left its book for a reason other than its owner's cancel.
-    fn removed<O: ShardOut>(symbol: u16, r: &Removal<Resting>, reason: u8, out: &mut O) {
+    fn removed<O: ShardOut>(&self, symbol: u16, r: &Removal<Resting>, reason: u8, out: &mut O) {
+        self.left(r.payload.account, r.leaves, true);
         out.event(ShardEvent::Canceled {
             symbol,
             slot: r.handle.0,
@@ -389,6 +536,7 @@ impl Shard {
             replacement_slot,
             order: u,
             market,
+            risk,
             ..
         } = *cmd
         else {
@@ -399,10 +547,13 @@ impl Shard {
             return false;
         };
         let tokens_full = replacement_slot.is_none();
-        match validate::check_replace(&u, &self.specs[symbol as usize], market_state(market)) {
+        let checked =
+            validate::check_replace(&u, &self.specs[symbol as usize], market_state(market))
+                .and_then(|()| self.replace_within_limits(account, symbol, handle, &u, risk));
+        match checked {
             Err(ReplaceFault::Invalid) => {
                 let removal = self.book_mut(symbol).remove(handle);
-                Self::removed(symbol, &removal, cancel_reason::USER, out);
+                self.removed(symbol, &removal, cancel_reason::USER, out);
                 return false;
             }
             Err(ReplaceFault::Rejected(reason)) => {
@@ -438,6 +589,7 @@ impl Shard {
             return false;
         };
         let old = self.book_mut(symbol).remove(handle);
+        self.left(account.0, old.leaves, true);
         let entry = Entry {
             slot,
             resting: Resting {
@@ -448,6 +600,24 @@ impl Shard {
         };
         self.enter_replacement(ts, entry, &old, dead, out);
         true
+    }
+
+    /// A Replace that would take the account over a limit is invalid (outcome 2): its chain
+    /// total counts in place of the old order's leaves (DESIGN.md 4a).
+    fn replace_within_limits(
+        &self,
+        account: AccountId,
+        symbol: u16,
+        handle: OrderHandle,
+        u: &ouch::ReplaceOrder,
+        risk: Option<AccountRisk>,
+    ) -> Result<(), ReplaceFault> {
+        let Some(risk) = risk else {
+            return Ok(());
+        };
+        let leaves = self.book(symbol).get(handle).leaves;
+        let def = &self.accounts[account.0 as usize];
+        validate::check_limits(def, risk, u.shares.0, leaves).map_err(|_| ReplaceFault::Invalid)
     }
 
     /// Outcome 4: the old order is off the book; enter the replacement (`entry`, its
@@ -516,6 +686,9 @@ impl Shard {
             match scope {
                 SweepScope::Expired => self.expire(symbol, ts, out),
                 SweepScope::All => self.cancel_all(symbol, cancel_reason::CLOSED, out),
+                SweepScope::Account { account, reason } => {
+                    self.cancel_account(symbol, account, reason, out)
+                }
             }
             out.event(ShardEvent::SymbolDone);
         }
@@ -529,7 +702,7 @@ impl Shard {
             let Some(removal) = self.book_mut(symbol).expire_next(now_ms) else {
                 break;
             };
-            Self::removed(symbol, &removal, cancel_reason::TIME_IN_FORCE, out);
+            self.removed(symbol, &removal, cancel_reason::TIME_IN_FORCE, out);
         }
     }
 
@@ -542,8 +715,29 @@ impl Shard {
                     break;
                 };
                 let removal = self.book_mut(symbol).remove(handle);
-                Self::removed(symbol, &removal, reason, out);
+                self.removed(symbol, &removal, reason, out);
             }
+        }
+    }
+
+    /// Cancel the orders of `account` in `symbol`, bids then asks, each side in priority
+    /// order (the kill switch, cancel on disconnect).
+    fn cancel_account<O: ShardOut>(&mut self, symbol: u16, account: u16, reason: u8, out: &mut O) {
+        for side in [Side::Buy, Side::Sell] {
+            let mut scratch = std::mem::take(&mut self.scratch);
+            scratch.clear();
+            self.book(symbol).for_each_order(side, |o| {
+                if o.payload.account == account {
+                    // Bounded: the scratch holds a whole book.
+                    assert!(scratch.len() < scratch.capacity());
+                    scratch.push(o.handle);
+                }
+            });
+            for &handle in &scratch {
+                let removal = self.book_mut(symbol).remove(handle);
+                self.removed(symbol, &removal, reason, out);
+            }
+            self.scratch = scratch;
         }
     }
 
@@ -574,5 +768,6 @@ fn market_state(m: Market) -> MarketState {
     MarketState {
         halted: m.halted,
         closed: m.closed,
+        blocked: m.blocked,
     }
 }

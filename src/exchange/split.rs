@@ -12,7 +12,7 @@ use super::digest::{StateDigest, state_digest};
 use super::front::{Front, FrontLink};
 use super::input::{Input, Outcome};
 use super::merge::{EventSource, Merge};
-use super::msg::{Marker, Plan, ShardCmd, ShardEvent, Verdict};
+use super::msg::{AccountRisk, Marker, Plan, ShardCmd, ShardEvent, Verdict};
 use super::shard::{Shard, ShardOut};
 use super::sink::Sink;
 use super::venue::{Venue, VenueError};
@@ -96,6 +96,16 @@ impl FrontLink for FrontSide<'_> {
     }
     fn try_verdict(&mut self, shard: usize) -> Option<Verdict> {
         self.lanes.verdicts[shard].pop_front()
+    }
+
+    fn risk(&mut self, account: u16) -> AccountRisk {
+        // Every shard does the commands it has; the merge reads their events later.
+        let mut total = AccountRisk::default();
+        for k in 0..self.lanes.shards.len() {
+            while self.lanes.step(k) {}
+            total = total.plus(self.lanes.shards[k].risk().get(account));
+        }
+        total
     }
 }
 

@@ -28,7 +28,12 @@ struct Harness {
 
 impl Harness {
     fn new() -> Self {
-        let venue = Venue::demo(
+        Self::with_accounts(|_| {})
+    }
+
+    /// The standard venue with its accounts' controls set by `controls`.
+    fn with_accounts(controls: impl FnOnce(&mut [AccountDef])) -> Self {
+        let mut venue = Venue::demo(
             &["AAPL", "MSFT"],
             &[("ALICE", "FRMA"), ("BOB", "FRMB")],
             Limits {
@@ -37,6 +42,7 @@ impl Harness {
                 tokens_per_account: 256,
             },
         );
+        controls(&mut venue.accounts);
         let mut h = Harness {
             ex: Exchange::new(venue).unwrap(),
             seq: 0,
@@ -1245,4 +1251,258 @@ fn an_ioc_replacement_whose_exposure_is_below_its_minimum_is_dead() {
         ..replace("s", "s2", 162, Price::MARKET)
     };
     assert_eq!(kinds(&h.replace(B, u)), ["1:UD", "itch:D1"]);
+}
+
+// ---- venue controls (DESIGN.md 4a) ----------------------------------------------------------
+
+fn stp(mode: Stp) -> Harness {
+    Harness::with_accounts(|a| a[0].stp = mode)
+}
+
+/// ALICE rests a sell of 100 at 10.00, BOB one of 100 at 10.00 behind it, ALICE another of
+/// 100 at 10.01.
+fn stp_book(h: &mut Harness) {
+    h.enter(A, order("a1", b'S', 100, px(10_00)));
+    h.enter(B, order("b1", b'S', 100, px(10_00)));
+    h.enter(A, order("a2", b'S', 100, px(10_01)));
+}
+
+#[test]
+fn stp_cancel_newest_cancels_the_taker_and_stops() {
+    let mut h = stp(Stp::CancelNewest);
+    stp_book(&mut h);
+    // The first resting order is ALICE's own: no trade, the taker's 250 are canceled `Q`.
+    assert_eq!(
+        kinds(&h.enter(A, order("t", b'B', 250, px(10_01)))),
+        ["0:AL", "0:CQ250"]
+    );
+    assert_eq!(h.ex.resting_orders(), 3, "the resting orders stand");
+    assert_eq!(
+        h.ex.matches_used(),
+        0,
+        "no match number for a prevented trade"
+    );
+}
+
+#[test]
+fn stp_cancel_oldest_cancels_the_resting_order_and_goes_on() {
+    let mut h = stp(Stp::CancelOldest);
+    stp_book(&mut h);
+    assert_eq!(
+        kinds(&h.enter(A, order("t", b'B', 250, px(10_01)))),
+        [
+            "0:AL",
+            "0:CQ100",
+            "itch:D1",
+            "0:ER100",
+            "1:EA100",
+            "itch:E2x100m1",
+            "0:CQ100",
+            "itch:D3",
+            "itch:A4x150",
+        ]
+    );
+    assert_eq!(h.ex.resting_orders(), 1, "the taker's 150 rest");
+}
+
+#[test]
+fn stp_cancel_both_cancels_resting_first_then_the_taker() {
+    let mut h = stp(Stp::CancelBoth);
+    h.enter(B, order("b0", b'S', 50, px(9_99)));
+    stp_book(&mut h);
+    // 50 trade with BOB first (those stand); then ALICE's own order: both go.
+    assert_eq!(
+        kinds(&h.enter(A, order("t", b'B', 250, px(10_01)))),
+        [
+            "0:AL",
+            "0:ER50",
+            "1:EA50",
+            "itch:E1x50m1",
+            "0:CQ100",
+            "itch:D2",
+            "0:CQ200"
+        ]
+    );
+    assert_eq!(h.ex.resting_orders(), 2);
+}
+
+#[test]
+fn stp_decrement_reduces_both_by_the_smaller_leaves() {
+    let mut h = stp(Stp::Decrement);
+    h.enter(A, order("a1", b'S', 60, px(10_00)));
+    h.enter(B, order("b1", b'S', 100, px(10_00)));
+    // 60 off each side (resting one first: ITCH D as it reaches 0), then 90 trade with BOB.
+    assert_eq!(
+        kinds(&h.enter(A, order("t", b'B', 150, px(10_00)))),
+        [
+            "0:AL",
+            "0:CQ60",
+            "itch:D1",
+            "0:CQ60",
+            "0:ER90",
+            "1:EA90",
+            "itch:E2x90m1"
+        ]
+    );
+    // A larger resting own order is only reduced: ITCH X.
+    h.enter(A, order("a3", b'S', 500, px(10_00)));
+    assert_eq!(
+        kinds(&h.enter(A, order("t2", b'B', 30, px(10_00)))),
+        [
+            "0:AL",
+            "0:ER10",
+            "1:EA10",
+            "itch:E2x10m2",
+            "0:CQ20",
+            "itch:X4x20",
+            "0:CQ20"
+        ]
+    );
+}
+
+#[test]
+fn stp_applies_only_within_the_account() {
+    let mut h = stp(Stp::CancelNewest);
+    h.enter(A, order("a1", b'S', 100, px(10_00)));
+    // BOB's taker trades with ALICE's order as usual; BOB has no prevention.
+    assert_eq!(
+        kinds(&h.enter(B, order("t", b'B', 100, px(10_00)))),
+        ["1:AL", "1:ER100", "0:EA100", "itch:E1x100m1"]
+    );
+}
+
+#[test]
+fn kill_switch_cancels_an_accounts_orders_in_order_with_reason_s() {
+    let mut h = Harness::new();
+    h.enter(A, order("a1", b'B', 100, px(9_00)));
+    h.enter(B, order("b1", b'B', 100, px(9_00)));
+    h.enter(A, order("a2", b'S', 100, px(11_00)));
+    h.enter(
+        A,
+        ouch::EnterOrder {
+            stock: Alpha(*b"MSFT    "),
+            ..order("m1", b'B', 100, px(5_00))
+        },
+    );
+    h.enter(A, order("a3", b'B', 100, px(9_50)));
+    let out = h.run(Command::Admin(Admin::CancelAll {
+        account: A,
+        symbol: Some(Locate(1)),
+    }));
+    // AAPL only: bids (a3 at the better price first, then a1), then asks.
+    assert_eq!(
+        kinds(&out),
+        [
+            "0:CS100", "itch:D5", "0:CS100", "itch:D1", "0:CS100", "itch:D3"
+        ]
+    );
+    let out = h.run(Command::Admin(Admin::CancelAll {
+        account: A,
+        symbol: None,
+    }));
+    assert_eq!(kinds(&out), ["0:CS100", "itch:D4"]);
+    assert_eq!(h.ex.resting_orders(), 1, "BOB's order stays");
+}
+
+#[test]
+fn a_blocked_account_is_rejected_a_but_may_cancel() {
+    let mut h = Harness::new();
+    h.enter(A, order("a1", b'B', 100, px(9_00)));
+    let outcome = |h: &mut Harness, admin| {
+        h.seq += 1;
+        h.ts += 1_000;
+        let input = Input {
+            seq: h.seq,
+            timestamp: Timestamp(h.ts),
+            command: Command::Admin(admin),
+        };
+        h.ex.apply(&input, &mut Recorder::default())
+    };
+    assert_eq!(outcome(&mut h, Admin::Block(A)), Outcome::Applied);
+    assert!(matches!(
+        outcome(&mut h, Admin::Block(A)),
+        Outcome::AdminRefused(_)
+    ));
+    assert_eq!(
+        kinds(&h.enter(A, order("a2", b'B', 100, px(9_00)))),
+        ["0:Ja"]
+    );
+    // `a` is checked right after `C`; a Replace from a blocked account is outcome 3.
+    assert_eq!(
+        kinds(&h.replace(A, replace("a1", "a1r", 200, px(9_00)))),
+        ["0:Ja"],
+        "a Replace is rejected, the original stays"
+    );
+    assert_eq!(kinds(&h.cancel(A, "a1", 0)), ["0:CU100", "itch:D1"]);
+    assert_eq!(outcome(&mut h, Admin::Unblock(A)), Outcome::Applied);
+    assert_eq!(
+        kinds(&h.enter(A, order("a3", b'B', 100, px(9_00)))),
+        ["0:AL", "itch:A2x100"]
+    );
+    assert_eq!(
+        kinds(&h.enter(B, order("b1", b'B', 100, px(9_00)))),
+        ["1:AL", "itch:A3x100"]
+    );
+}
+
+#[test]
+fn disconnect_cancels_only_with_cancel_on_disconnect() {
+    let mut h = Harness::with_accounts(|a| a[0].cancel_on_disconnect = true);
+    h.enter(A, order("a1", b'B', 100, px(9_00)));
+    h.enter(B, order("b1", b'B', 100, px(9_00)));
+    assert_eq!(
+        kinds(&h.run(Command::Disconnect { account: A })),
+        ["0:CZ100", "itch:D1"]
+    );
+    assert!(h.run(Command::Disconnect { account: B }).is_empty());
+    assert_eq!(h.ex.resting_orders(), 1);
+}
+
+#[test]
+fn account_limits_reject_o_and_m_after_every_other_check() {
+    let mut h = Harness::with_accounts(|a| {
+        a[0].max_open_orders = Some(2);
+        a[0].max_open_shares = Some(300);
+        a[0].max_day_shares = Some(250);
+    });
+    h.enter(A, order("a1", b'B', 100, px(9_00)));
+    h.enter(A, order("a2", b'B', 150, px(9_00)));
+    assert_eq!(
+        kinds(&h.enter(A, order("a3", b'B', 1, px(9_00)))),
+        ["0:JO"],
+        "2 open orders"
+    );
+    assert_eq!(
+        kinds(&h.enter(A, order("a4", b'B', 0, px(9_00)))),
+        ["0:JZ"],
+        "the DESIGN.md 4 checks come first"
+    );
+    assert_eq!(kinds(&h.cancel(A, "a2", 0)).len(), 2);
+    assert_eq!(
+        kinds(&h.enter(A, order("a5", b'B', 201, px(9_00)))),
+        ["0:Jm"],
+        "open shares"
+    );
+    // Executions count toward the day: 100 + 150 executed would pass 250 ...
+    h.enter(B, order("s1", b'S', 100, px(9_00)));
+    assert_eq!(
+        kinds(&h.enter(A, order("a6", b'B', 151, px(8_00)))),
+        ["0:Jm"],
+        "100 executed + 151 > 250"
+    );
+    assert_eq!(
+        kinds(&h.enter(A, order("a7", b'B', 150, px(8_00))))[0],
+        "0:AL"
+    );
+    // A Replace counts its chain total in place of the old order's leaves; over a limit it
+    // is invalid: the live order is canceled `U`.
+    assert_eq!(
+        kinds(&h.replace(A, replace("a7", "a7r", 200, px(8_00)))),
+        ["0:CU150", "itch:D4"]
+    );
+    assert_eq!(
+        kinds(&h.enter(B, order("b9", b'B', 999, px(1_00))))[0],
+        "1:AL",
+        "BOB has no limits"
+    );
 }

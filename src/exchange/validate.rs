@@ -1,6 +1,7 @@
 //! Order validation, in the order of DESIGN.md section 4: the first failure wins.
 
-use super::venue::SymbolSpec;
+use super::msg::AccountRisk;
+use super::venue::{AccountDef, SymbolSpec};
 use crate::types::{Firm, Price, Shares, Side};
 use crate::wire::ouch::{EnterOrder, ReplaceOrder, reject_reason as why};
 
@@ -46,6 +47,38 @@ fn shares_in_range(shares: Shares) -> bool {
 pub(crate) struct MarketState {
     pub halted: bool,
     pub closed: bool,
+    /// The account is blocked by the kill switch.
+    pub blocked: bool,
+}
+
+/// The account limits of DESIGN.md 4a, checked last (after `n`): would the order take the
+/// account's open orders or open or day shares over a limit? `risk` is the position before
+/// the input; `shares` the order's shares (a Replace: its chain total), `replaced_leaves` the
+/// leaves of the order a Replace takes off (0 for an Enter, which adds an open order).
+pub(crate) fn check_limits(
+    account: &AccountDef,
+    risk: AccountRisk,
+    shares: u32,
+    replaced_leaves: u32,
+) -> Result<(), u8> {
+    let adds_order = u32::from(replaced_leaves == 0);
+    if account
+        .max_open_orders
+        .is_some_and(|max| risk.open_orders + adds_order > max)
+    {
+        return Err(why::OTHER);
+    }
+    let open = risk.open_shares - u64::from(replaced_leaves) + u64::from(shares);
+    if account.max_open_shares.is_some_and(|max| open > max) {
+        return Err(why::SHARES_LIMIT);
+    }
+    if account
+        .max_day_shares
+        .is_some_and(|max| risk.executed + u64::from(shares) > max)
+    {
+        return Err(why::SHARES_LIMIT);
+    }
+    Ok(())
 }
 
 /// Checks of an Enter Order after the symbol lookup. Returns the side or the reject code.
@@ -61,6 +94,9 @@ pub(crate) fn check_enter(
     }
     if market.closed {
         return Err(why::CLOSED);
+    }
+    if market.blocked {
+        return Err(why::BLOCKED);
     }
     if !shares_in_range(o.shares) {
         return Err(why::SHARES);
@@ -113,6 +149,9 @@ pub(crate) fn check_replace(
     }
     if market.closed {
         return Err(ReplaceFault::Rejected(why::CLOSED));
+    }
+    if market.blocked {
+        return Err(ReplaceFault::Rejected(why::BLOCKED));
     }
     let valid = shares_in_range(u.shares)
         && price_ok(u.price, u.tif, spec)

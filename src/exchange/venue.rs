@@ -30,12 +30,67 @@ pub struct SymbolDef {
     pub max_order_notional: Option<u64>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Self-trade prevention of an account (DESIGN.md 4a): what happens when its taker is about
+/// to execute against its own resting order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stp {
+    /// Trade with itself.
+    #[default]
+    None,
+    /// Cancel the taker's remaining shares; matching stops.
+    CancelNewest,
+    /// Cancel the resting order; matching continues.
+    CancelOldest,
+    /// Cancel both (the resting order's Canceled first); matching stops.
+    CancelBoth,
+    /// Reduce both by the smaller leaves; matching continues while the taker has shares.
+    Decrement,
+}
+
+impl Stp {
+    fn is_none(&self) -> bool {
+        *self == Stp::None
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// An account and its venue controls (DESIGN.md 4a). Controls left at their defaults are not
+/// written into the journal's venue definition, so a journal without them is byte for byte
+/// what it was before they existed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AccountDef {
     /// SoupBinTCP username (at most 6 characters).
     pub username: String,
     /// Default firm / MPID (at most 4 characters).
     pub firm: String,
+    #[serde(default, skip_serializing_if = "Stp::is_none")]
+    pub stp: Stp,
+    /// Cancel the account's resting orders when a logged-in session's connection ends other
+    /// than by Logout Request.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub cancel_on_disconnect: bool,
+    /// Resting orders the account may have (an order that would exceed it: reject `O`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_open_orders: Option<u32>,
+    /// Leaves of its resting orders, all symbols and sides (reject `m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_open_shares: Option<u64>,
+    /// Shares executed today, both sides (reject `m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_day_shares: Option<u64>,
+}
+
+impl AccountDef {
+    /// Does any account limit apply?
+    pub fn has_limits(&self) -> bool {
+        self.max_open_orders.is_some()
+            || self.max_open_shares.is_some()
+            || self.max_day_shares.is_some()
+    }
 }
 
 /// Sizes of the pre-allocated tables; reaching one rejects with a reason, never grows.
@@ -189,6 +244,7 @@ impl Venue {
                 .map(|(u, f)| AccountDef {
                     username: u.to_string(),
                     firm: f.to_string(),
+                    ..AccountDef::default()
                 })
                 .collect(),
             limits,

@@ -43,6 +43,8 @@ pub(crate) struct Connection {
     pub last_progress_ns: u64,
     /// After Logout, End of Session or an error: close once the write buffer is drained.
     pub closing: bool,
+    /// The client sent Logout Request: its session ended cleanly (no cancel on disconnect).
+    pub logged_out: bool,
 }
 
 impl Connection {
@@ -62,6 +64,7 @@ impl Connection {
             last_send_ns: now_ns,
             last_progress_ns: now_ns,
             closing: false,
+            logged_out: false,
         }
     }
 

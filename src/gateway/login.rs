@@ -58,6 +58,7 @@ mod tests {
                 username: u.to_string(),
                 password: "secret".into(),
                 firm: "F".into(),
+                ..AccountConfig::default()
             })
             .collect()
     }

@@ -62,6 +62,9 @@ pub trait Intake {
     fn has_room(&self) -> bool {
         true
     }
+    /// A logged-in session of `account` ended other than by Logout Request (DESIGN.md 4a:
+    /// the sequencer journals it; the core decides what it cancels).
+    fn disconnect(&mut self, account: AccountId);
 }
 
 /// What the gateway remembers about one source address.
@@ -91,6 +94,12 @@ pub struct Gateway {
     last_sweep_ns: u64,
     /// Connection index of each account's logged-in session.
     live: Vec<Option<usize>>,
+    /// Accounts whose session was lost (not logged out) and not yet reported to the intake,
+    /// in order, each at most once (`lost_flag`).
+    lost: Vec<AccountId>,
+    lost_flag: Vec<bool>,
+    /// The daemon is stopping: sessions it closes are not lost ones.
+    stopping: bool,
     accounts: Vec<AccountConfig>,
     session: SessionId,
     cfg: GatewayConfig,
@@ -132,6 +141,9 @@ impl Gateway {
             refused_log: LogGate::default(),
             last_sweep_ns: 0,
             live: vec![None; accounts.len()],
+            lost: Vec::with_capacity(accounts.len()),
+            lost_flag: vec![false; accounts.len()],
+            stopping: false,
             accounts: accounts.to_vec(),
             session,
             cfg: cfg.clone(),
@@ -402,7 +414,12 @@ impl Gateway {
         }
         let why = reason.unwrap_or_else(|| "session ended".into());
         if let State::LoggedIn { session, .. } = conn.state {
-            self.live[session.account.0 as usize] = None;
+            let account = session.account;
+            self.live[account.0 as usize] = None;
+            if !conn.logged_out && !self.stopping && !self.lost_flag[account.0 as usize] {
+                self.lost_flag[account.0 as usize] = true;
+                self.lost.push(account);
+            }
             tracing::info!(peer = %conn.peer, account = session.account.0, "gateway session closed: {why}");
         } else {
             // Per source, not per connection: a flood must not flood the log (see `report`).
@@ -449,7 +466,10 @@ impl Gateway {
                     None
                 }
                 (State::LoggedIn { .. }, Packet::ClientHeartbeat) => None,
-                (State::LoggedIn { .. }, Packet::LogoutRequest) => return Some("logout".into()),
+                (State::LoggedIn { .. }, Packet::LogoutRequest) => {
+                    conn.logged_out = true;
+                    return Some("logout".into());
+                }
                 // Its answer is on the way; whatever else it sent is ignored.
                 (State::Rejecting { .. }, _) => return None,
                 (State::LoggedIn { .. }, other) => {
@@ -460,6 +480,8 @@ impl Gateway {
                 }
             };
             if let Some(request) = login {
+                // A lost session's disconnect goes in before anything a new login sends.
+                self.report_lost(intake);
                 self.login(conn, index, &request, streams, now_ns);
                 if conn.closing || matches!(conn.state, State::Rejecting { .. }) {
                     return None;
@@ -628,8 +650,18 @@ impl Gateway {
         None
     }
 
+    /// Hand the lost sessions' accounts to the intake, in the order they were lost.
+    pub fn report_lost<I: Intake>(&mut self, intake: &mut I) {
+        for account in self.lost.drain(..) {
+            self.lost_flag[account.0 as usize] = false;
+            intake.disconnect(account);
+        }
+    }
+
     /// Clean shutdown: End of Session to every logged-in session, best-effort flush, close.
+    /// The venue stopping is not a lost connection: nothing is canceled for it.
     pub fn shutdown(&mut self, registry: &Registry, now_ns: u64) {
+        self.stopping = true;
         for index in 0..self.conns.len() {
             let Some(mut conn) = self.conns[index].take() else {
                 continue;

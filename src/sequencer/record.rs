@@ -4,9 +4,10 @@
 //! |---|---|
 //! | 1 start of day | UTF-8 TOML of [`DayHeader`]: sessions and the venue definition |
 //! | 2 OUCH | account (u16, big-endian), then the OUCH message exactly as received |
-//! | 3 admin | operation (`H` halt, `R` resume, `E` end of day), locate (u16, big-endian) |
+//! | 3 admin | operation (`H` halt, `R` resume, `E` end of day), locate (u16, big-endian); or `C` cancel-all, account (u16), locate (u16, 0 = every symbol); or `B` block / `U` unblock, account (u16) |
 //! | 4 tick | empty: time passes (TIF expiry) |
 //! | 5 leader change | term (u64, big-endian): a cluster leader took office (not an input) |
+//! | 6 disconnect | account (u16, big-endian): a logged-in session lost its connection without Logout |
 //!
 //! **Leader change** (`KIND_NOOP`) exists only in a clustered venue's journal (`src/cluster`).
 //! Raft appends one empty entry at the start of every leader's term; the journal keeps it as
@@ -32,6 +33,10 @@ pub const KIND_ADMIN: u8 = 3;
 pub const KIND_TICK: u8 = 4;
 /// A cluster leader took office (raft's empty entry); not an input. See the table above.
 pub const KIND_NOOP: u8 = 5;
+pub const KIND_DISCONNECT: u8 = 6;
+
+/// Longest admin record payload (cancel-all: operation, account, locate).
+pub const ADMIN_RECORD_BYTES_MAX: usize = 5;
 
 /// Longest OUCH payload record: account plus the longest inbound message.
 pub use crate::limits::OUCH_RECORD_BYTES_MAX;
@@ -93,14 +98,29 @@ pub fn encode_ouch(account: AccountId, message: &[u8], buf: &mut [u8]) -> usize 
 
 /// Write an admin record into `buf`; returns the payload length (3).
 pub fn encode_admin(admin: Admin, buf: &mut [u8]) -> usize {
-    let (op, locate) = match admin {
-        Admin::Halt(l) => (b'H', l.0),
-        Admin::Resume(l) => (b'R', l.0),
-        Admin::EndOfDay => (b'E', 0),
+    let (op, first, second) = match admin {
+        Admin::Halt(l) => (b'H', l.0, None),
+        Admin::Resume(l) => (b'R', l.0, None),
+        Admin::EndOfDay => (b'E', 0, None),
+        Admin::CancelAll { account, symbol } => (b'C', account.0, Some(symbol.map_or(0, |l| l.0))),
+        Admin::Block(account) => (b'B', account.0, None),
+        Admin::Unblock(account) => (b'U', account.0, None),
     };
     buf[0] = op;
-    buf[1..3].copy_from_slice(&locate.to_be_bytes());
-    3
+    buf[1..3].copy_from_slice(&first.to_be_bytes());
+    match second {
+        Some(locate) => {
+            buf[3..5].copy_from_slice(&locate.to_be_bytes());
+            5
+        }
+        None => 3,
+    }
+}
+
+/// Write a disconnect record into `buf`; returns the payload length (2).
+pub fn encode_disconnect(account: AccountId, buf: &mut [u8]) -> usize {
+    buf[..2].copy_from_slice(&account.0.to_be_bytes());
+    2
 }
 
 /// The command a record carries (the start-of-day header is read with [`DayHeader::decode`]).
@@ -123,17 +143,32 @@ pub fn decode(kind: u8, payload: &[u8]) -> Result<Command, RecordError> {
             Ok(Command::Ouch { account, message })
         }
         KIND_ADMIN => {
-            let [op, hi, lo] = payload else {
-                return bad("admin");
+            let admin = match *payload {
+                [op, hi, lo] => {
+                    let value = u16::from_be_bytes([hi, lo]);
+                    match op {
+                        b'H' => Admin::Halt(Locate(value)),
+                        b'R' => Admin::Resume(Locate(value)),
+                        b'E' => Admin::EndOfDay,
+                        b'B' => Admin::Block(AccountId(value)),
+                        b'U' => Admin::Unblock(AccountId(value)),
+                        _ => return bad("admin"),
+                    }
+                }
+                [b'C', a1, a2, l1, l2] => Admin::CancelAll {
+                    account: AccountId(u16::from_be_bytes([a1, a2])),
+                    symbol: Some(Locate(u16::from_be_bytes([l1, l2]))).filter(|l| l.0 != 0),
+                },
+                _ => return bad("admin"),
             };
-            let locate = Locate(u16::from_be_bytes([*hi, *lo]));
-            match op {
-                b'H' => Ok(Command::Admin(Admin::Halt(locate))),
-                b'R' => Ok(Command::Admin(Admin::Resume(locate))),
-                b'E' => Ok(Command::Admin(Admin::EndOfDay)),
-                _ => bad("admin"),
-            }
+            Ok(Command::Admin(admin))
         }
+        KIND_DISCONNECT => match *payload {
+            [hi, lo] => Ok(Command::Disconnect {
+                account: AccountId(u16::from_be_bytes([hi, lo])),
+            }),
+            _ => bad("disconnect"),
+        },
         KIND_TICK if payload.is_empty() => Ok(Command::Tick),
         KIND_TICK => bad("tick"),
         other => Err(RecordError(format!("unknown record kind {other}"))),
@@ -151,11 +186,31 @@ mod tests {
             Admin::Halt(Locate(3)),
             Admin::Resume(Locate(1)),
             Admin::EndOfDay,
+            Admin::CancelAll {
+                account: AccountId(2),
+                symbol: None,
+            },
+            Admin::CancelAll {
+                account: AccountId(0),
+                symbol: Some(Locate(3)),
+            },
+            Admin::Block(AccountId(7)),
+            Admin::Unblock(AccountId(7)),
         ] {
-            let mut buf = [0u8; 3];
+            let mut buf = [0u8; ADMIN_RECORD_BYTES_MAX];
             let n = encode_admin(admin, &mut buf);
             assert_eq!(decode(KIND_ADMIN, &buf[..n]), Ok(Command::Admin(admin)));
         }
+        let mut buf = [0u8; 2];
+        let n = encode_disconnect(AccountId(3), &mut buf);
+        assert_eq!(
+            decode(KIND_DISCONNECT, &buf[..n]),
+            Ok(Command::Disconnect {
+                account: AccountId(3)
+            })
+        );
+        assert!(decode(KIND_DISCONNECT, &[1]).is_err());
+        assert!(decode(KIND_ADMIN, &[b'C', 0, 1]).is_err());
     }
 
     #[test]

@@ -229,6 +229,10 @@ pub mod cancel_reason {
     pub const TIME_IN_FORCE: u8 = b'T';
     pub const CLOSED: u8 = b'E';
     pub const SYSTEM: u8 = b'Z';
+    /// Self-trade prevention (DESIGN.md 4a).
+    pub const SELF_MATCH: u8 = b'Q';
+    /// Kill switch: `bourse admin cancel-all`.
+    pub const SUPERVISORY: u8 = b'S';
 }
 
 /// Reject reasons bourse emits (PROTOCOLS.md 2.5, DESIGN.md section 4).
@@ -244,6 +248,10 @@ pub mod reject_reason {
     pub const MIN_QTY: u8 = b'N';
     pub const OTHER: u8 = b'O';
     pub const NOTIONAL: u8 = b'n';
+    /// The account is blocked (kill switch; PROTOCOLS.md's "reject-all enabled").
+    pub const BLOCKED: u8 = b'a';
+    /// An account limit on open or day shares would be exceeded.
+    pub const SHARES_LIMIT: u8 = b'm';
 }
 
 /// Liquidity flags bourse emits.

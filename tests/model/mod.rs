@@ -368,12 +368,17 @@ impl Model {
                         self.end_of_day(ts, out);
                         ModelOutcome::Applied
                     }
+                    // DESIGN.md 4a: being modelled; the generators do not produce these yet.
+                    Admin::CancelAll { .. } | Admin::Block(_) | Admin::Unblock(_) => {
+                        panic!("the model has no venue controls yet")
+                    }
                 }
             }
             Command::Tick => {
                 self.tick(ts, out);
                 ModelOutcome::Applied
             }
+            Command::Disconnect { .. } => panic!("the model has no venue controls yet"),
         }
     }
 

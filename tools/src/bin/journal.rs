@@ -129,6 +129,7 @@ fn describe(kind: u8, payload: &[u8]) -> String {
         Ok(Cmd::Admin(a)) => format!("admin {a:?}"),
         Ok(Cmd::Tick) => "tick".into(),
         Ok(Cmd::StartOfDay) => "start of day".into(),
+        Ok(Cmd::Disconnect { account }) => format!("account {}: session lost", account.0),
         Err(e) => format!("undecodable: {e}"),
     }
 }
