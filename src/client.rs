@@ -150,9 +150,24 @@ impl OuchClient {
         Ok(())
     }
 
-    /// Raw bytes on the socket (tests of framing errors).
+    /// Raw bytes on the socket (tests of framing errors, bursts of framed messages).
     pub fn send_bytes(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.stream.write_all(bytes)
+    }
+
+    /// One OUCH message framed as an Unsequenced Data packet (to send many at once).
+    pub fn frame(message: &Inbound) -> Vec<u8> {
+        let mut payload = [0u8; 64];
+        let n = message.encode(&mut payload);
+        let mut buf = vec![0u8; soupbin::HEADER_LEN + n];
+        buf[soupbin::HEADER_LEN..].copy_from_slice(&payload[..n]);
+        soupbin::write_header(&mut buf, soupbin::kind::UNSEQUENCED_DATA, n);
+        buf
+    }
+
+    /// Another handle on the socket (a writer thread beside the reader).
+    pub fn try_clone_stream(&self) -> io::Result<TcpStream> {
+        self.stream.try_clone()
     }
 
     /// Client heartbeat if nothing was sent for a second (keeps the session alive).

@@ -22,5 +22,6 @@ pub mod replication;
 pub mod sequencer;
 pub mod stream;
 pub mod types;
+pub mod wake;
 pub mod wire;
 pub mod workload;

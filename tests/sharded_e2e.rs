@@ -81,19 +81,28 @@ fn trade(clients: &mut [OuchClient], round: u32) {
     }
 }
 
-/// Every sequenced message until End of Session.
+/// Every sequenced message through the end of day's System Event `E` (sessions stay open
+/// after end of day: DESIGN.md 4).
 fn drain(client: &mut OuchClient) -> Vec<Outbound> {
     let mut out = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while std::time::Instant::now() < deadline {
         match client.recv(Duration::from_millis(500)).unwrap() {
-            Some(Received::Sequenced(_, m)) => out.push(m),
-            Some(Received::EndOfSession) | Some(Received::Closed) => return out,
+            Some(Received::Sequenced(_, m)) => {
+                let end = matches!(m, Outbound::SystemEvent(e) if e.event == b'E');
+                out.push(m);
+                if end {
+                    return out;
+                }
+            }
+            Some(Received::EndOfSession) | Some(Received::Closed) => {
+                panic!("the session ended before its end-of-day event")
+            }
             Some(Received::Undecodable(seq, b)) => panic!("message {seq} undecodable: {b:?}"),
             Some(Received::Heartbeat) | None => {}
         }
     }
-    panic!("no End of Session after {} messages", out.len());
+    panic!("no end-of-day event after {} messages", out.len());
 }
 
 fn digest(messages: &[Outbound]) -> String {
@@ -223,4 +232,151 @@ fn sharded_daemon_with_one_shard_equals_replay() {
 #[test]
 fn sharded_daemon_with_three_shards_equals_replay() {
     sharded_day(3);
+}
+
+// ---- the defects of the first sharded pipeline (issue 10) -----------------------------------
+
+fn sharded_config(dir: &std::path::Path, durability: &str, ring_slots: u32) -> String {
+    let text = config_text(
+        dir,
+        &format!(
+            "[engine]\nlayout = \"sharded\"\nshards = 2\nwait = \"park\"\nring_slots = {ring_slots}\n"
+        ),
+    );
+    text.replace(
+        "durability = \"flush\"",
+        &format!("durability = \"{durability}\""),
+    )
+}
+
+/// A burst larger than every ring, sequenced as one batch: the old output stage waited for
+/// each input to be durable while the gateway thread, which makes them durable, was stuck
+/// publishing into a full ring — every thread hung. Now the front ends the batch early and
+/// the output stage never waits for durability.
+#[test]
+fn a_burst_larger_than_the_rings_is_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path(), &sharded_config(dir.path(), "flush", 64));
+    let mut alice = OuchClient::login(venue.gateway, "ALICE", "alicepw", "", 1, TIMEOUT).unwrap();
+    alice
+        .send(&enter("REST", b'B', 100_000, "AAPL", 100_000, b'Y'))
+        .unwrap();
+    // 1,500 cancels of a live token all go to its shard (each reduces it by one share).
+    let burst = 1_500u32;
+    let mut bytes = Vec::new();
+    for n in 0..burst {
+        let cancel = Inbound::Cancel(CancelOrder {
+            token: tok("REST"),
+            shares: Shares(100_000 - 1 - n),
+        });
+        bytes.extend_from_slice(&OuchClient::frame(&cancel));
+    }
+    alice.send_bytes(&bytes).unwrap();
+    let replies = alice
+        .recv_messages(2 + burst as usize, Duration::from_secs(20))
+        .unwrap();
+    assert_eq!(
+        replies.len(),
+        2 + burst as usize,
+        "every cancel is answered"
+    );
+    assert!(venue.ask_admin(&Request::Status).starts_with("ok seq="));
+    assert!(venue.stop().success());
+}
+
+/// `replicated` with no standby: replies are held, and the daemon must still answer admin
+/// commands and stop on SIGTERM (the old sharded layout kept reading input until its rings
+/// filled, then blocked its only thread; joining the output thread never returned).
+#[test]
+fn replicated_without_a_standby_holds_replies_but_stays_responsive() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path(), &sharded_config(dir.path(), "replicated", 64));
+    let mut alice = OuchClient::login(venue.gateway, "ALICE", "alicepw", "", 1, TIMEOUT).unwrap();
+    let mut bytes = Vec::new();
+    for n in 0..2_000u32 {
+        bytes.extend_from_slice(&OuchClient::frame(&enter(
+            &format!("H{n}"),
+            b'B',
+            100,
+            "AAPL",
+            100_000,
+            b'Y',
+        )));
+    }
+    // The gateway stops reading once it holds what it can: the write may not finish.
+    let writer = alice.try_clone_stream().unwrap();
+    std::thread::spawn(move || {
+        let mut w = writer;
+        let _ = std::io::Write::write_all(&mut w, &bytes);
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let held = alice.recv_messages(2, Duration::from_millis(300)).unwrap();
+    assert!(
+        held.iter()
+            .all(|(_, m)| matches!(m, Outbound::SystemEvent(_))),
+        "no reply before a standby confirms: {held:?}"
+    );
+    let status = venue.ask_admin(&Request::Status);
+    assert!(status.starts_with("ok seq="), "{status}");
+    let started = std::time::Instant::now();
+    assert!(venue.stop().success(), "SIGTERM stops it cleanly");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "stopped in {:?}",
+        started.elapsed()
+    );
+}
+
+/// A shard thread that panics must stop the process (one log line, a non-zero exit), not
+/// leave a venue that journals and never answers. `BOURSE_FAILPOINT` (debug builds only)
+/// makes shard 0 panic on the command of input 3.
+#[test]
+fn a_panicking_shard_thread_stops_the_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = sharded_config(dir.path(), "flush", 64);
+    let config = dir.path().join("bourse.toml");
+    std::fs::write(&config, text).unwrap();
+    let mut child = std::process::Command::new(common::bourse_binary())
+        .args(["run", "--config"])
+        .arg(&config)
+        .env("BOURSE_FAILPOINT", "shard-panic-at-seq:3")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).unwrap();
+    let venue_gateway: std::net::SocketAddr = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("gateway="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut alice = OuchClient::login(venue_gateway, "ALICE", "alicepw", "", 1, TIMEOUT).unwrap();
+    // Input 2 is this order (AAPL: shard 0 of 2); input 3 is the next one.
+    for n in 0..2 {
+        alice
+            .send(&enter(&format!("P{n}"), b'B', 100, "AAPL", 100_000, b'Y'))
+            .unwrap();
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the process kept running"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(70), "{stderr}");
+    assert_eq!(
+        stderr.matches("pipeline thread failed").count(),
+        1,
+        "one clear line: {stderr}"
+    );
 }

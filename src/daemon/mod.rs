@@ -128,7 +128,7 @@ impl<F: FeedOut> Daemon<F> {
             mio::Waker::new(poll.registry(), WAKER_TOKEN)
                 .map_err(|e| format!("cannot create the poll waker: {e}"))?,
         );
-        let wake: crate::marketdata::glimpse::Waker = Arc::new(move || {
+        let wake: crate::wake::Waker = Arc::new(move || {
             let _ = waker.wake();
         });
         // The output stage wakes the loop when it has released replies (sharded: from the

@@ -17,7 +17,7 @@ use crate::journal::{
     day_epoch_of,
 };
 use crate::limits;
-use crate::marketdata::glimpse::{PendingSnapshot, SnapshotDesk, Waker};
+use crate::marketdata::glimpse::{PendingSnapshot, SnapshotDesk};
 use crate::replay;
 use crate::sequencer::record::{
     self, DayHeader, KIND_ADMIN, KIND_DISCONNECT, KIND_OUCH, KIND_START_OF_DAY, KIND_TICK,
@@ -25,6 +25,7 @@ use crate::sequencer::record::{
 use crate::sequencer::{Clock, Sequencer};
 use crate::stream::{StreamReader, StreamWriter, stream};
 use crate::types::{AccountId, Timestamp};
+use crate::wake::Waker;
 use crate::wire::ouch::Inbound;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -376,10 +376,17 @@ impl Gateway {
         if let Err(e) = conn.flush(now_ns) {
             reason = Some(format!("write failed: {e}"));
         }
-        let mut reads = 0;
         // A connection whose rejection is held is not read (its answer is decided).
-        while reason.is_none() && !conn.closing && !matches!(conn.state, State::Rejecting { .. }) {
-            if reads == READS_PER_EVENT_MAX {
+        let readable =
+            |conn: &Connection| !conn.closing && !matches!(conn.state, State::Rejecting { .. });
+        // Packets framed earlier and left unread while the sequencer had no room go first:
+        // no new socket event may come for them (the poller is edge-triggered).
+        if reason.is_none() && readable(&conn) {
+            reason = self.drain_packets(&mut conn, index, streams, intake, now_ns);
+        }
+        let mut reads = 0;
+        while reason.is_none() && readable(&conn) {
+            if reads == READS_PER_EVENT_MAX || !intake.has_room() {
                 if !self.read_again.contains(&index) {
                     self.read_again.push(index);
                 }

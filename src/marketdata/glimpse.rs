@@ -59,9 +59,7 @@ const SOURCES_MAX: usize = 1024;
 /// At most one log line per kind of refusal (or per source) per this many ms.
 const LOG_INTERVAL_MS: u64 = 10_000;
 
-/// Wakes the engine thread when a snapshot request is queued (e.g. `Thread::unpark` or a mio
-/// `Waker`), for engines that park while idle.
-pub type Waker = Arc<dyn Fn() + Send + Sync>;
+pub use crate::wake::Waker;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GlimpseConfig {

@@ -22,7 +22,7 @@
 //!    `snapshot_desk.answer_snapshot_requests(&exchange, publisher.next_sequence(), ts)`
 //!    (between two inputs, never inside one);
 //! 4. after the end-of-day System Event `C`: `publisher.end_of_session(now_ns)`;
-//! 5. when parking: wake by `publisher.next_deadline_ns()`, or on the snapshot [`glimpse::Waker`].
+//! 5. when parking: wake by `publisher.next_deadline_ns()`, or on the snapshot [`crate::wake::Waker`].
 //!
 //! Multicast is always pinned to the configured interface (DESIGN.md 6): the sender sets
 //! `IP_MULTICAST_IF`, receivers join on the interface address. Never unpinned.

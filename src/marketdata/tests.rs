@@ -616,7 +616,7 @@ fn glimpse_server_with(
     let stop_flag = stop.clone();
     let thread = std::thread::spawn(move || {
         let me = std::thread::current();
-        let waker: super::glimpse::Waker = Arc::new(move || me.unpark());
+        let waker: crate::wake::Waker = Arc::new(move || me.unpark());
         let (requester, desk) = snapshot_channel(max_connections, Some(waker));
         ready_tx.send(requester).unwrap();
         while !stop_flag.load(Ordering::Acquire) {

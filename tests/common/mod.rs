@@ -11,6 +11,14 @@ use std::time::Duration;
 
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The daemon under test: this build's, or `BOURSE_BIN` (to show that a test fails on
+/// another build, e.g. the commit before a fix).
+pub fn bourse_binary() -> PathBuf {
+    std::env::var_os("BOURSE_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_bourse")))
+}
+
 /// A free UDP port on loopback (bound then released: the small race is acceptable in tests).
 pub fn free_udp_port() -> u16 {
     std::net::UdpSocket::bind("127.0.0.1:0")
@@ -200,7 +208,7 @@ impl Drop for Venue {
 pub fn spawn(dir: &Path, text: &str, subcommand: &str) -> (Child, PathBuf) {
     let config = dir.join("bourse.toml");
     std::fs::write(&config, text).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_bourse"))
+    let child = Command::new(bourse_binary())
         .args([subcommand, "--config"])
         .arg(&config)
         .env("RUST_LOG", "info")
@@ -338,10 +346,7 @@ fn unsafe_kill(pid: i32, signal: i32) {
 
 /// Run `bourse <args>` and return (exit success, stdout).
 pub fn bourse(args: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_bourse"))
-        .args(args)
-        .output()
-        .unwrap();
+    let out = Command::new(bourse_binary()).args(args).output().unwrap();
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
