@@ -291,3 +291,88 @@ impl<F: FeedOut> OutputStage for Streams<F> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::stream;
+    use crate::types::Timestamp;
+
+    /// A feed that records what it was handed.
+    #[derive(Default)]
+    struct Seen {
+        messages: Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+    }
+
+    impl FeedOut for Seen {
+        fn publish(&mut self, message: &[u8], _: u64) {
+            self.messages.lock().unwrap().push(message.to_vec());
+        }
+        fn flush(&mut self, _: u64) {}
+        fn poll_timers(&mut self, _: u64) {}
+        fn end_of_session(&mut self, _: u64) {}
+    }
+
+    fn event(ts: u64, code: u8) -> itch::Message {
+        itch::Message {
+            header: itch::Header {
+                locate: 0,
+                tracking: 0,
+                timestamp: Timestamp(ts),
+            },
+            body: itch::Body::SystemEvent { event: code },
+        }
+    }
+
+    fn system(ts: u64) -> ouch::Outbound {
+        ouch::Outbound::SystemEvent(ouch::SystemEvent {
+            timestamp: Timestamp(ts),
+            event: b'S',
+        })
+    }
+
+    #[test]
+    fn held_outputs_leave_only_with_their_batchs_release() {
+        let (ouch_a, reader_a) = stream(1 << 16, 1 << 10).unwrap();
+        let (ouch_b, reader_b) = stream(1 << 16, 1 << 10).unwrap();
+        let (itch_w, itch_r) = stream(1 << 16, 1 << 10).unwrap();
+        let shared = Arc::new(OutputShared::default());
+        let mut out: Streams<Seen> =
+            Streams::new(vec![ouch_a, ouch_b], itch_w, itch_r.clone(), shared.clone());
+        let feed = Seen::default();
+        let multicast = feed.messages.clone();
+        out.open_feed(feed);
+        // Batch 1 (inputs 1-2): one reply each, one ITCH message.
+        out.ouch(AccountId(0), &system(1));
+        out.itch(&event(1, b'O'));
+        out.ouch(AccountId(1), &system(2));
+        out.marker(Marker::BatchEnd { seq: 2 });
+        // Batch 2 (input 3), sequenced before batch 1 is released.
+        out.ouch(AccountId(0), &system(3));
+        out.itch(&event(3, b'S'));
+        out.marker(Marker::BatchEnd { seq: 3 });
+        assert_eq!((reader_a.len(), reader_b.len(), itch_r.len()), (0, 0, 0));
+        assert!(
+            multicast.lock().unwrap().is_empty(),
+            "nothing multicast yet"
+        );
+        // Release batch 1 only: exactly its messages become visible.
+        out.marker(Marker::Release { seq: 2 });
+        assert_eq!((reader_a.len(), reader_b.len(), itch_r.len()), (1, 1, 1));
+        assert_eq!(multicast.lock().unwrap().len(), 1);
+        assert_eq!(shared.released_seq.load(Ordering::Acquire), 2);
+        // A release between two batch ends releases only the batches it covers.
+        out.marker(Marker::Release { seq: 2 });
+        assert_eq!(reader_a.len(), 1);
+        out.marker(Marker::Release { seq: 3 });
+        assert_eq!((reader_a.len(), reader_b.len(), itch_r.len()), (2, 1, 2));
+        assert_eq!(multicast.lock().unwrap().len(), 2);
+        assert!(!shared.day_ended.load(Ordering::Acquire));
+        // End of Messages counts as the day's end only once released.
+        out.itch(&event(4, itch::event::END_OF_MESSAGES));
+        out.marker(Marker::BatchEnd { seq: 4 });
+        assert!(!shared.day_ended.load(Ordering::Acquire));
+        out.marker(Marker::Release { seq: 4 });
+        assert!(shared.day_ended.load(Ordering::Acquire));
+    }
+}
