@@ -39,7 +39,7 @@ enum Command {
     /// Recompute every output of a journal offline with the pure core and print digests
     /// (SHA-256 of the ITCH stream and of each account's OUCH stream, state digest).
     Replay {
-        /// The journal directory.
+        /// A trading day's journal directory, or journal.dir itself (its latest day).
         #[arg(long)]
         journal: PathBuf,
         /// Also write the ITCH stream as a BinaryFILE (2-byte length + message).
@@ -150,6 +150,9 @@ fn replay(journal: &std::path::Path, itch_out: Option<PathBuf>) -> Result<(), St
     })
     .map_err(|e| e.to_string())?;
     bar.finish_and_clear();
+    if let Some(note) = &report.day_note {
+        eprintln!("bourse replay: {note}");
+    }
     if let Some(mut f) = file {
         std::io::Write::flush(&mut f).map_err(|e| format!("writing the ITCH file: {e}"))?;
     }

@@ -145,7 +145,7 @@ impl<F: FeedOut> Daemon<F> {
         let replication = crate::replication::primary::spawn(
             crate::replication::primary::ReplicationConfig {
                 listen: config.replication.listen,
-                journal_dir: config.journal.dir.clone(),
+                journal_dir: node.journal_dir().to_path_buf(),
                 heartbeat_ms: config.replication.heartbeat_ms,
                 silence_ms: config
                     .replication

@@ -66,6 +66,7 @@ pub struct Node<C: Clock, F: FeedOut> {
     /// Batch ends marked and not yet released, oldest first.
     unreleased: VecDeque<u64>,
     next_snapshot: u64,
+    journal_dir: std::path::PathBuf,
 }
 
 impl<C: Clock, F: FeedOut> Node<C, F> {
@@ -84,7 +85,10 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
     ) -> Result<Self, String> {
         let mut clock = clock;
         let day_epoch = day_epoch_of(clock.unix_ns());
-        let mut opened = Opened::open(config, clock, day_epoch, config.engine.layout, progress)?;
+        let day = crate::days::for_run(&config.journal.dir, day_epoch)?;
+        tracing::info!(journal = %day.dir.display(), "{}", day.note);
+        let layout = config.engine.layout;
+        let mut opened = Opened::open(config, day.dir, clock, day_epoch, layout, progress)?;
         let new_day = opened.report.last_seq == 0;
         if new_day {
             opened.start_day()?;
@@ -113,7 +117,16 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         day_epoch_unix_ns: u64,
         progress: impl FnMut(u64, u64),
     ) -> Result<Self, String> {
-        Opened::open(config, clock, day_epoch_unix_ns, Layout::Compact, progress)?.into_node(config)
+        let dir = crate::days::for_epoch(&config.journal.dir, day_epoch_unix_ns)?;
+        Opened::open(
+            config,
+            dir,
+            clock,
+            day_epoch_unix_ns,
+            Layout::Compact,
+            progress,
+        )?
+        .into_node(config)
     }
 
     /// Open the market-data feed at the next ITCH sequence number (a standby taking over).
@@ -175,6 +188,11 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
     /// The journal's confirmed-by-standby number (raised by the replication server).
     pub fn confirmed_seq_handle(&self) -> Arc<AtomicU64> {
         self.sequencer.journal().confirmed_seq_handle()
+    }
+
+    /// This trading day's journal directory (under `journal.dir`, see [`crate::days`]).
+    pub fn journal_dir(&self) -> &std::path::Path {
+        &self.journal_dir
     }
 
     pub fn ouch_streams(&self) -> &[StreamReader] {
@@ -373,6 +391,7 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
 
 /// A journal opened and replayed, before the feed and (sharded) the threads start.
 struct Opened<C: Clock, F: FeedOut> {
+    dir: std::path::PathBuf,
     sequencer: Sequencer<C>,
     header: DayHeader,
     core: Replaying,
@@ -386,12 +405,13 @@ struct Opened<C: Clock, F: FeedOut> {
 impl<C: Clock, F: FeedOut> Opened<C, F> {
     fn open(
         config: &Config,
+        dir: std::path::PathBuf,
         clock: C,
         day_epoch: u64,
         layout: Layout,
         mut progress: impl FnMut(u64, u64),
     ) -> Result<Self, String> {
-        let journal_config = journal_config(config);
+        let journal_config = journal_config(config, &dir);
         let (writer, report) =
             JournalWriter::open_or_create(journal_config, day_epoch).map_err(|e| e.to_string())?;
         if let Some(tail) = &report.torn_tail {
@@ -425,7 +445,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
         };
         if report.last_seq > 0 {
             replay_journal(
-                &config.journal.dir,
+                &dir,
                 report.last_seq,
                 &header,
                 &mut core,
@@ -450,6 +470,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             return Err(full);
         }
         Ok(Opened {
+            dir,
             sequencer,
             header,
             core,
@@ -485,6 +506,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
     /// Start the layout's machinery around the replayed state.
     fn into_node(self, config: &Config) -> Result<Node<C, F>, String> {
         let Opened {
+            dir,
             sequencer,
             header,
             core,
@@ -530,6 +552,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             released_seq: last_seq,
             unreleased: VecDeque::with_capacity(limits::UNRELEASED_BATCHES_MAX),
             next_snapshot: 1,
+            journal_dir: dir,
         })
     }
 }
@@ -637,14 +660,15 @@ fn journal_durability(mode: crate::config::DurabilityMode) -> Durability {
     }
 }
 
-pub(crate) fn journal_config(config: &Config) -> JournalConfig {
+/// The journal of one trading day, `dir` (see [`crate::days`]).
+pub(crate) fn journal_config(config: &Config, dir: &std::path::Path) -> JournalConfig {
     let durability = journal_durability(config.journal.durability);
     JournalConfig {
         segment_bytes: config.journal.segment_bytes,
         max_payload_bytes: config.journal.max_payload_bytes,
         durability,
         create_dir: true,
-        ..JournalConfig::new(&config.journal.dir)
+        ..JournalConfig::new(dir)
     }
 }
 

@@ -25,6 +25,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Check every header and record; report a torn tail without changing anything.
+    /// Every DIR below is a trading day's journal, or journal.dir itself (its latest day).
     Verify { dir: PathBuf },
     /// Print records human-readably (OUCH decoded).
     Dump {
@@ -56,9 +57,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
-        Command::Verify { dir } => verify_command(&dir),
-        Command::Dump { dir, from, count } => dump(&dir, from, count),
-        Command::Stats { dir } => stats(&dir),
+        Command::Verify { dir } => journal_of(&dir).and_then(|dir| verify_command(&dir)),
+        Command::Dump { dir, from, count } => journal_of(&dir).and_then(|d| dump(&d, from, count)),
+        Command::Stats { dir } => journal_of(&dir).and_then(|dir| stats(&dir)),
         Command::RecordSamples { out } => record_samples(&out),
         Command::Synth {
             out,
@@ -74,6 +75,15 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A trading day's journal, or journal.dir itself: its latest day, said on stderr.
+fn journal_of(path: &Path) -> Result<PathBuf, String> {
+    let (dir, note) = bourse::days::for_reading(path)?;
+    if let Some(note) = note {
+        eprintln!("bourse-journal: {note}");
+    }
+    Ok(dir)
 }
 
 fn verify_command(dir: &Path) -> Result<(), String> {
