@@ -66,6 +66,8 @@ enum AdminAction {
     EndOfDay,
     /// Print sequence numbers, resting orders and sessions.
     Status,
+    /// Stop the daemon: every session gets End of Session, the journal is flushed.
+    Shutdown,
 }
 
 fn main() -> ExitCode {
@@ -175,6 +177,7 @@ fn admin_command(config: Option<PathBuf>, action: AdminAction) -> Result<(), Str
         AdminAction::Resume { symbol } => Request::Resume(symbol),
         AdminAction::EndOfDay => Request::EndOfDay,
         AdminAction::Status => Request::Status,
+        AdminAction::Shutdown => Request::Shutdown,
     };
     let answer = admin::send_with_config(&config, &request, Duration::from_secs(5))?;
     println!("{answer}");

@@ -92,6 +92,11 @@ fn verify_command(dir: &Path) -> Result<(), String> {
         "segments {} records {} last_seq {} data_bytes {}",
         r.segments, r.records, r.last_seq, r.data_bytes
     );
+    println!(
+        "trading day {} (day epoch {} ns)",
+        bourse::days::date_of(r.day_epoch_unix_ns),
+        r.day_epoch_unix_ns
+    );
     println!("last timestamp {}", clock(r.last_timestamp.0));
     match &r.torn_tail {
         Some(t) => println!(
