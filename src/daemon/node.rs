@@ -67,6 +67,8 @@ pub struct Node<C: Clock, F: FeedOut> {
     unreleased: VecDeque<u64>,
     next_snapshot: u64,
     journal_dir: std::path::PathBuf,
+    /// Latency and flush timings for the metrics endpoint (off: records nothing).
+    pub(crate) probe: super::metrics::Probe,
 }
 
 impl<C: Clock, F: FeedOut> Node<C, F> {
@@ -223,12 +225,15 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
                 return None;
             }
         };
+        self.probe.journaled();
         let input = Input {
             seq,
             timestamp,
             command,
         };
-        Some(self.pipeline.apply(&input))
+        let outcome = self.pipeline.apply(&input);
+        self.probe.matched();
+        Some(outcome)
     }
 
     pub fn admin(&mut self, admin: Admin) -> Option<Outcome> {
@@ -265,11 +270,13 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
     pub fn end_batch(&mut self) -> bool {
         let last = self.last_seq();
         if last > self.batch_end_seq {
+            let flush_started = self.probe.flush_start();
             if let Err(e) = self.sequencer.flush() {
                 self.fatal
                     .get_or_insert(format!("journal flush failed: {e}"));
                 return false;
             }
+            self.probe.flushed(flush_started);
             self.mark_batch_end(last);
         }
         self.try_release()
@@ -336,6 +343,11 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
     /// Last sequenced input.
     pub fn last_seq(&self) -> u64 {
         self.sequencer.next_seq() - 1
+    }
+
+    /// Sequence numbers, resting orders, numbers handed out (sharded: as far as merged).
+    pub fn pipeline_status(&self) -> crate::engine::PipelineStatus {
+        self.pipeline.status()
     }
 
     /// `seq=… resting=… order_refs=… matches=…` for the admin status line (sharded: as far
@@ -553,6 +565,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             unreleased: VecDeque::with_capacity(limits::UNRELEASED_BATCHES_MAX),
             next_snapshot: 1,
             journal_dir: dir,
+            probe: super::metrics::Probe::off(),
         })
     }
 }

@@ -108,6 +108,8 @@ pub struct Venue {
     pub replication: SocketAddr,
     pub config: PathBuf,
     pub journal: PathBuf,
+    /// The metrics endpoint, when the config enables it.
+    pub metrics: Option<SocketAddr>,
 }
 
 impl Venue {
@@ -139,7 +141,12 @@ impl Venue {
             SocketAddr::V4(v4) => v4,
             other => panic!("feed {other}"),
         };
+        let metrics = line
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix("metrics="))
+            .map(|a| a.parse().unwrap());
         Venue {
+            metrics,
             gateway: field("gateway"),
             admin: field("admin"),
             rerequest: field("rerequest"),
