@@ -18,6 +18,16 @@ use std::time::Duration;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log lines on stderr: `text` (colours only when stderr is a terminal) or `json` (one
+    /// object per line, for log shippers).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -72,9 +82,10 @@ enum AdminAction {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let log_format = cli.log_format;
     let result = match cli.command {
-        Command::Run { config } => run(config),
-        Command::Standby { config } => standby(config),
+        Command::Run { config } => run(config, log_format),
+        Command::Standby { config } => standby(config, log_format),
         Command::Replay { journal, itch_out } => replay(&journal, itch_out),
         Command::Admin { config, action } => admin_command(config, action),
     };
@@ -94,17 +105,23 @@ fn load_config(path: Option<PathBuf>) -> Result<Config, String> {
     }
 }
 
-fn init_logging() {
+fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        // Escape codes only for a person at a terminal, never into files or pipes.
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => builder.json().with_ansi(false).init(),
+    }
 }
 
-fn run(config: Option<PathBuf>) -> Result<(), String> {
-    init_logging();
+fn run(config: Option<PathBuf>, log_format: LogFormat) -> Result<(), String> {
+    init_logging(log_format);
     let config = load_config(config)?;
     let stop = stop_on_signals()?;
     let publisher = PublisherConfig::from_feed(&config.feed)?;
@@ -117,8 +134,8 @@ fn run(config: Option<PathBuf>) -> Result<(), String> {
     daemon.run()
 }
 
-fn standby(config: PathBuf) -> Result<(), String> {
-    init_logging();
+fn standby(config: PathBuf, log_format: LogFormat) -> Result<(), String> {
+    init_logging(log_format);
     let config = load_config(Some(config))?;
     let stop = stop_on_signals()?;
     let publisher = PublisherConfig::from_feed(&config.feed)?;
