@@ -980,3 +980,125 @@ impl Collector for View {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{Alpha, MatchNumber, OrderRef, Price, Shares, Timestamp};
+    use crate::wire::itch::{Body, Header, Message};
+
+    fn state() -> State {
+        let (_, itch) = crate::stream::stream(1024, 16).unwrap();
+        let (full_tx, full) = channel::bounded(1);
+        let (spare, _spare_rx) = channel::bounded(1);
+        drop(full_tx);
+        let sources = Sources {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            journal_dir: PathBuf::from("/nonexistent"),
+            date: "2026-12-01".into(),
+            durability: "flush",
+            symbols: vec!["AAPL".into(), "MSFT".into()],
+            ouch: Vec::new(),
+            itch,
+            confirmed_seq: Arc::new(AtomicU64::new(0)),
+        };
+        State::new(sources, Arc::new(Gauges::default()), full, spare)
+    }
+
+    fn at(locate: u16, body: Body) -> Message {
+        Message {
+            header: Header {
+                locate,
+                tracking: 0,
+                timestamp: Timestamp(1),
+            },
+            body,
+        }
+    }
+
+    fn add(order_ref: u64, side: u8, shares: u32, price: u32) -> Body {
+        Body::AddOrder {
+            order_ref: OrderRef(order_ref),
+            side,
+            shares: Shares(shares),
+            stock: Alpha::from_str_padded("MSFT").unwrap(),
+            price: Price(price),
+        }
+    }
+
+    /// (orders, levels) of MSFT's side.
+    fn depth(s: &State, side: usize) -> (u64, usize) {
+        let d = &s.depth[2 + side];
+        (d.orders, d.levels.len())
+    }
+
+    #[test]
+    fn the_displayed_book_follows_adds_executions_cancels_replaces_and_deletes() {
+        let mut s = state();
+        for (r, price) in [(1, 100), (2, 100), (3, 99)] {
+            s.mirror(&at(2, add(r, b'B', 100, price)));
+        }
+        s.mirror(&at(2, add(4, b'S', 50, 101)));
+        assert_eq!((depth(&s, 0), depth(&s, 1)), ((3, 2), (1, 1)));
+        assert_eq!(s.depth[0].orders, 0, "AAPL untouched");
+        // A partial execution keeps the order; the rest of it removes it.
+        let exec = |r, n| Body::OrderExecuted {
+            order_ref: OrderRef(r),
+            shares: Shares(n),
+            match_number: MatchNumber(1),
+        };
+        s.mirror(&at(2, exec(4, 20)));
+        assert_eq!(depth(&s, 1), (1, 1));
+        s.mirror(&at(2, exec(4, 30)));
+        assert_eq!(depth(&s, 1), (0, 0));
+        // Replace moves an order to its new price (and reference); cancel of all and delete
+        // remove.
+        s.mirror(&at(
+            2,
+            Body::OrderReplace {
+                old_ref: OrderRef(3),
+                new_ref: OrderRef(5),
+                shares: Shares(100),
+                price: Price(100),
+            },
+        ));
+        assert_eq!(depth(&s, 0), (3, 1));
+        s.mirror(&at(
+            2,
+            Body::OrderCancel {
+                order_ref: OrderRef(5),
+                shares: Shares(100),
+            },
+        ));
+        s.mirror(&at(
+            2,
+            Body::OrderDelete {
+                order_ref: OrderRef(1),
+            },
+        ));
+        assert_eq!(depth(&s, 0), (1, 1));
+        // A reference the feed never added changes nothing.
+        s.mirror(&at(
+            2,
+            Body::OrderDelete {
+                order_ref: OrderRef(99),
+            },
+        ));
+        assert_eq!(depth(&s, 0), (1, 1));
+        assert_eq!(s.shown.len(), 1);
+    }
+
+    #[test]
+    fn histograms_become_cumulative_buckets_in_seconds() {
+        let mut h = histogram();
+        h.saturating_record_n(2_000, 3); // 2 µs
+        h.saturating_record(3_000_000); // 3 ms
+        let v = HistView::of(&h);
+        assert_eq!(v.count, 4);
+        let at = |bound: f64| v.buckets.iter().find(|b| b.0 == bound).unwrap().1;
+        assert_eq!((at(1e-6), at(2.5e-6), at(2.5e-3), at(5e-3)), (0, 3, 3, 4));
+        assert!((v.sum_s - 0.003006).abs() < 1e-5, "{}", v.sum_s);
+        let empty = HistView::of(&histogram());
+        assert_eq!((empty.count, empty.sum_s), (0, 0.0));
+    }
+}
