@@ -29,7 +29,7 @@ for round in $(seq "$ROUNDS"); do
       fi
       $BIN/bourse run --config "$OUT/$run.toml" > "$OUT/$run.addr" 2> "$OUT/$run.log" &
       VENUE=$!
-      for _ in $(seq 50); do grep -q listening "$OUT/$run.addr" && break; sleep 0.1; done
+      for _ in $(seq 200); do grep -q listening "$OUT/$run.addr" && break; sleep 0.1; done
       GW=$(sed 's/.*gateway=\([^ ]*\).*/\1/' "$OUT/$run.addr")
       SCRAPER=
       if [ "$metrics" = on ]; then
@@ -43,6 +43,11 @@ for round in $(seq "$ROUNDS"); do
       echo "-- metrics=$metrics rate=$rate round=$round load $(cut -d' ' -f1 /proc/loadavg)"
       $BIN/bourse-loadgen --config "$OUT/$run.toml" --gateway "$GW" --rate "$rate" \
         --duration "$SECS" --quiet --hist "$OUT/$run.hgrm" | grep -E "achieved|enter -> Accepted" || true
+      # CPU seconds (user + system) of the venue's threads during its life, by thread name.
+      TICKS=$(getconf CLK_TCK)
+      for task in /proc/"$VENUE"/task/*; do
+        echo "$(cat "$task/comm") $(awk -v t="$TICKS" '{printf "%.2f", ($14 + $15) / t}' "$task/stat")"
+      done | awk '{cpu[$1] += $2} END {for (n in cpu) printf "cpu %s %.2f s\n", n, cpu[n]}' | sort
       kill "$VENUE"; wait "$VENUE" 2>/dev/null || true
       [ -n "$SCRAPER" ] && { kill "$SCRAPER" 2>/dev/null || true; wait "$SCRAPER" 2>/dev/null || true; }
       rm -rf "$OUT/journal-$run"
