@@ -178,6 +178,8 @@ pub struct AdminConfig {
     pub request_timeout_ms: u64,
     /// Admin connections at once; at the bound a new one closes the oldest.
     pub max_connections: u32,
+    /// Prometheus text endpoint (`GET /metrics`); none = off.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl Default for AdminConfig {
@@ -187,6 +189,7 @@ impl Default for AdminConfig {
             secret_file: None,
             request_timeout_ms: 2_000,
             max_connections: 64,
+            metrics_listen: None,
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod client;
 pub mod cluster;
 pub mod config;
 pub mod daemon;
+pub mod days;
 pub mod engine;
 pub mod exchange;
 pub mod gateway;

@@ -18,6 +18,16 @@ use std::time::Duration;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log lines on stderr: `text` (colours only when stderr is a terminal) or `json` (one
+    /// object per line, for log shippers).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -39,7 +49,7 @@ enum Command {
     /// Recompute every output of a journal offline with the pure core and print digests
     /// (SHA-256 of the ITCH stream and of each account's OUCH stream, state digest).
     Replay {
-        /// The journal directory.
+        /// A trading day's journal directory, or journal.dir itself (its latest day).
         #[arg(long)]
         journal: PathBuf,
         /// Also write the ITCH stream as a BinaryFILE (2-byte length + message).
@@ -66,13 +76,16 @@ enum AdminAction {
     EndOfDay,
     /// Print sequence numbers, resting orders and sessions.
     Status,
+    /// Stop the daemon: every session gets End of Session, the journal is flushed.
+    Shutdown,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let log_format = cli.log_format;
     let result = match cli.command {
-        Command::Run { config } => run(config),
-        Command::Standby { config } => standby(config),
+        Command::Run { config } => run(config, log_format),
+        Command::Standby { config } => standby(config, log_format),
         Command::Replay { journal, itch_out } => replay(&journal, itch_out),
         Command::Admin { config, action } => admin_command(config, action),
     };
@@ -92,17 +105,23 @@ fn load_config(path: Option<PathBuf>) -> Result<Config, String> {
     }
 }
 
-fn init_logging() {
+fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        // Escape codes only for a person at a terminal, never into files or pipes.
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => builder.json().with_ansi(false).init(),
+    }
 }
 
-fn run(config: Option<PathBuf>) -> Result<(), String> {
-    init_logging();
+fn run(config: Option<PathBuf>, log_format: LogFormat) -> Result<(), String> {
+    init_logging(log_format);
     let config = load_config(config)?;
     let stop = stop_on_signals()?;
     let publisher = PublisherConfig::from_feed(&config.feed)?;
@@ -115,8 +134,8 @@ fn run(config: Option<PathBuf>) -> Result<(), String> {
     daemon.run()
 }
 
-fn standby(config: PathBuf) -> Result<(), String> {
-    init_logging();
+fn standby(config: PathBuf, log_format: LogFormat) -> Result<(), String> {
+    init_logging(log_format);
     let config = load_config(Some(config))?;
     let stop = stop_on_signals()?;
     let publisher = PublisherConfig::from_feed(&config.feed)?;
@@ -150,6 +169,9 @@ fn replay(journal: &std::path::Path, itch_out: Option<PathBuf>) -> Result<(), St
     })
     .map_err(|e| e.to_string())?;
     bar.finish_and_clear();
+    if let Some(note) = &report.day_note {
+        eprintln!("bourse replay: {note}");
+    }
     if let Some(mut f) = file {
         std::io::Write::flush(&mut f).map_err(|e| format!("writing the ITCH file: {e}"))?;
     }
@@ -172,6 +194,7 @@ fn admin_command(config: Option<PathBuf>, action: AdminAction) -> Result<(), Str
         AdminAction::Resume { symbol } => Request::Resume(symbol),
         AdminAction::EndOfDay => Request::EndOfDay,
         AdminAction::Status => Request::Status,
+        AdminAction::Shutdown => Request::Shutdown,
     };
     let answer = admin::send_with_config(&config, &request, Duration::from_secs(5))?;
     println!("{answer}");

@@ -109,6 +109,10 @@ pub struct ReplayReport {
     pub seconds: f64,
     /// A torn last record the replay stopped before (a crashed writer's partial append).
     pub torn_tail: Option<crate::journal::TornTail>,
+    /// The journal replayed: the directory asked for, or the latest trading day under it.
+    pub journal_dir: std::path::PathBuf,
+    /// Which trading day was chosen, when the directory asked for holds several.
+    pub day_note: Option<String>,
 }
 
 impl ReplayReport {
@@ -144,9 +148,14 @@ impl ReplayReport {
 #[derive(Debug)]
 pub enum ReplayError {
     Journal(JournalError),
-    Record { seq: u64, error: String },
+    Record {
+        seq: u64,
+        error: String,
+    },
     Empty,
     Io(std::io::Error),
+    /// The directory could not be listed for its trading days.
+    Layout(String),
 }
 
 impl std::fmt::Display for ReplayError {
@@ -156,6 +165,7 @@ impl std::fmt::Display for ReplayError {
             ReplayError::Record { seq, error } => write!(f, "journal record {seq}: {error}"),
             ReplayError::Empty => write!(f, "the journal holds no records"),
             ReplayError::Io(e) => write!(f, "writing the ITCH file: {e}"),
+            ReplayError::Layout(e) => f.write_str(e),
         }
     }
 }
@@ -207,13 +217,17 @@ pub fn apply_record<S: Sink>(
     Ok(())
 }
 
-/// Replay the whole journal in `dir`. `progress(done_inputs)` is called every 64k inputs.
+/// Replay the whole journal in `path`: a journal (a trading day's directory), or a
+/// `journal.dir` holding trading days, whose latest day is replayed (see [`crate::days`]).
+/// `progress(done_inputs)` is called every 64k inputs.
 pub fn replay(
-    dir: &Path,
+    path: &Path,
     itch_out: Option<&mut dyn Write>,
     mut progress: impl FnMut(u64),
 ) -> Result<ReplayReport, ReplayError> {
     let started = std::time::Instant::now();
+    let (journal_dir, day_note) = crate::days::for_reading(path).map_err(ReplayError::Layout)?;
+    let dir = journal_dir.as_path();
     // Read-only check first: refuses corruption and gaps, finds the end of the valid prefix.
     let verified = crate::journal::verify(dir)?;
     let mut reader = JournalReader::open(dir, 1)?;
@@ -269,5 +283,7 @@ pub fn replay(
         seconds: started.elapsed().as_secs_f64(),
         torn_tail: verified.torn_tail,
         header,
+        journal_dir,
+        day_note,
     })
 }

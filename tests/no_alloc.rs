@@ -169,3 +169,47 @@ fn the_counter_sees_allocations() {
     drop(v);
     assert!(after > before);
 }
+
+/// The engine thread's end of the metrics endpoint records latencies and hands its
+/// histograms over without allocating (the metrics thread does the allocating).
+#[test]
+fn the_metrics_probe_allocates_nothing() {
+    use bourse::daemon::metrics::{GaugeValues, Sources, spawn};
+    let (_writer, itch) = bourse::stream::stream(1024, 16).unwrap();
+    let sources = Sources {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        journal_dir: std::env::temp_dir().join("bourse-no-alloc-no-journal"),
+        date: "2026-12-01".into(),
+        durability: "flush",
+        symbols: vec!["AAPL".into()],
+        ouch: Vec::new(),
+        itch,
+        confirmed_seq: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)),
+    };
+    let (mut probe, server) = spawn(sources).unwrap();
+    assert!(probe.is_on());
+    let values = GaugeValues::default();
+    let mut seq = 0;
+    WATCHING.with(|w| w.set(true));
+    // Several hand-overs: each swaps the filled set for the one the metrics thread emptied.
+    for _ in 0..4 {
+        for _ in 0..1_000 {
+            probe.receive();
+            for _ in 0..4 {
+                seq += 1;
+                probe.journaled();
+                probe.matched();
+            }
+            let started = probe.flush_start();
+            probe.flushed(started);
+            probe.batch(seq, 4);
+            probe.released(seq);
+            probe.written();
+        }
+        probe.hand_over(&values);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    WATCHING.with(|w| w.set(false));
+    assert_eq!(allocations(), 0);
+    drop(server);
+}

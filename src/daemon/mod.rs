@@ -6,6 +6,7 @@
 //! on their own threads.
 
 pub mod admin;
+pub mod metrics;
 pub mod node;
 pub mod output;
 
@@ -46,6 +47,8 @@ pub struct Listening {
     pub snapshot: SocketAddr,
     pub replication: SocketAddr,
     pub feed: SocketAddr,
+    /// The metrics endpoint, when `[admin] metrics_listen` is set.
+    pub metrics: Option<SocketAddr>,
 }
 
 impl std::fmt::Display for Listening {
@@ -54,7 +57,11 @@ impl std::fmt::Display for Listening {
             f,
             "listening gateway={} admin={} rerequest={} snapshot={} replication={} feed={}",
             self.gateway, self.admin, self.rerequest, self.snapshot, self.replication, self.feed
-        )
+        )?;
+        match self.metrics {
+            Some(metrics) => write!(f, " metrics={metrics}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -71,6 +78,7 @@ pub struct Daemon<F: FeedOut> {
     started: Instant,
     stop: Arc<AtomicBool>,
     day_end_handled: bool,
+    metrics: Option<SocketAddr>,
 }
 
 impl<F: FeedOut> Daemon<F> {
@@ -101,7 +109,7 @@ impl<F: FeedOut> Daemon<F> {
     /// over) and start the re-request, GLIMPSE and replication servers.
     pub fn serve(
         config: Config,
-        node: Node<SystemClock, F>,
+        mut node: Node<SystemClock, F>,
         stop: Arc<AtomicBool>,
     ) -> Result<Self, String> {
         let poll = Poll::new().map_err(|e| format!("cannot create the event poller: {e}"))?;
@@ -145,7 +153,7 @@ impl<F: FeedOut> Daemon<F> {
         let replication = crate::replication::primary::spawn(
             crate::replication::primary::ReplicationConfig {
                 listen: config.replication.listen,
-                journal_dir: config.journal.dir.clone(),
+                journal_dir: node.journal_dir().to_path_buf(),
                 heartbeat_ms: config.replication.heartbeat_ms,
                 silence_ms: config
                     .replication
@@ -160,17 +168,30 @@ impl<F: FeedOut> Daemon<F> {
                 config.replication.listen
             )
         })?;
+        let mut servers = vec![rerequest, glimpse, replication];
+        let metrics = match config.admin.metrics_listen {
+            Some(listen) => {
+                let (probe, server) = metrics::spawn(metrics_sources(&config, &node, listen))
+                    .map_err(|e| format!("cannot serve metrics on {listen}: {e}"))?;
+                node.probe = probe;
+                let addr = server.local_addr();
+                servers.push(server);
+                Some(addr)
+            }
+            None => None,
+        };
         Ok(Daemon {
             poll,
             node,
             gateway,
             admin,
             desk,
-            servers: vec![rerequest, glimpse, replication],
+            servers,
             config,
             started: Instant::now(),
             stop,
             day_end_handled: false,
+            metrics,
         })
     }
 
@@ -182,6 +203,7 @@ impl<F: FeedOut> Daemon<F> {
             snapshot: self.servers[1].local_addr(),
             replication: self.servers[2].local_addr(),
             feed: self.config.feed.group,
+            metrics: self.metrics,
         }
     }
 
@@ -211,6 +233,8 @@ impl<F: FeedOut> Daemon<F> {
                 return Err(format!("event poll failed: {e}"));
             }
             let now = self.now_ns();
+            self.node.probe.receive();
+            let first_seq = self.node.last_seq();
             // While the node takes no input (rings nearly full, or batches waiting for their
             // release) the gateway's reads are deferred: back-pressure on the clients.
             let accepting = self.node.ready_for_input();
@@ -232,14 +256,19 @@ impl<F: FeedOut> Daemon<F> {
             }
             self.gateway.report_lost(&mut self.node);
             let all_released = self.node.end_batch();
+            let last_seq = self.node.last_seq();
+            self.node.probe.batch(last_seq, last_seq - first_seq);
+            self.node.probe.released(self.node.released_seq());
             // Only released messages are visible in the streams, so a reply never leaves
             // before its input is durable.
             self.gateway.pump(&streams, self.poll.registry(), now);
+            self.node.probe.written();
             if now.saturating_sub(last_timer_ns) >= TIMER_INTERVAL_NS {
                 last_timer_ns = now;
                 let registry = self.poll.registry();
                 self.gateway.on_timer(registry, now);
                 self.admin.on_timer(registry, now);
+                self.hand_over_metrics();
             }
             self.node.idle();
             self.after_day_end();
@@ -253,6 +282,25 @@ impl<F: FeedOut> Daemon<F> {
         }
         self.shutdown();
         Ok(())
+    }
+
+    /// The metrics thread's gauges and the latency histograms, every few hundred ms.
+    fn hand_over_metrics(&mut self) {
+        if !self.node.probe.hand_over_due() {
+            return;
+        }
+        let status = self.node.pipeline_status();
+        let values = metrics::GaugeValues {
+            sessions_logged_in: self.gateway.connected_sessions() as u64,
+            connections: self.gateway.open_connections() as u64,
+            last_seq: self.node.last_seq(),
+            released_seq: self.node.released_seq(),
+            resting_orders: status.resting,
+            order_refs: status.order_refs,
+            matches: status.matches,
+            day_ended: self.node.day_ended(),
+        };
+        self.node.probe.hand_over(&values);
     }
 
     /// GLIMPSE: between two inputs, the book and the next ITCH number agree.
@@ -377,6 +425,34 @@ impl<F: FeedOut> Daemon<F> {
         self.gateway.pump(&streams, self.poll.registry(), now);
         self.gateway.shutdown(self.poll.registry(), now);
         tracing::info!(last_seq = self.node.last_seq(), "bourse stopped");
+    }
+}
+
+/// What the metrics thread reads: the day's journal, the output streams, the venue's names.
+fn metrics_sources<F: FeedOut>(
+    config: &Config,
+    node: &Node<SystemClock, F>,
+    listen: SocketAddr,
+) -> metrics::Sources {
+    metrics::Sources {
+        listen,
+        journal_dir: node.journal_dir().to_path_buf(),
+        date: crate::days::date_of(node.recovery.day_epoch_unix_ns),
+        durability: match config.journal.durability {
+            crate::config::DurabilityMode::Async => "async",
+            crate::config::DurabilityMode::Flush => "flush",
+            crate::config::DurabilityMode::Replicated => "replicated",
+        },
+        symbols: node
+            .header
+            .venue
+            .symbols
+            .iter()
+            .map(|s| s.symbol.clone())
+            .collect(),
+        ouch: node.ouch_streams().to_vec(),
+        itch: node.itch_stream().clone(),
+        confirmed_seq: node.confirmed_seq_handle(),
     }
 }
 

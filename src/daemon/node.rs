@@ -67,6 +67,9 @@ pub struct Node<C: Clock, F: FeedOut> {
     /// Batch ends marked and not yet released, oldest first.
     unreleased: VecDeque<u64>,
     next_snapshot: u64,
+    journal_dir: std::path::PathBuf,
+    /// Latency and flush timings for the metrics endpoint (off: records nothing).
+    pub(crate) probe: super::metrics::Probe,
 }
 
 impl<C: Clock, F: FeedOut> Node<C, F> {
@@ -85,7 +88,10 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
     ) -> Result<Self, String> {
         let mut clock = clock;
         let day_epoch = day_epoch_of(clock.unix_ns());
-        let mut opened = Opened::open(config, clock, day_epoch, config.engine.layout, progress)?;
+        let day = crate::days::for_run(&config.journal.dir, day_epoch)?;
+        tracing::info!(journal = %day.dir.display(), "{}", day.note);
+        let layout = config.engine.layout;
+        let mut opened = Opened::open(config, day.dir, clock, day_epoch, layout, progress)?;
         let new_day = opened.report.last_seq == 0;
         if new_day {
             opened.start_day()?;
@@ -114,7 +120,16 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         day_epoch_unix_ns: u64,
         progress: impl FnMut(u64, u64),
     ) -> Result<Self, String> {
-        Opened::open(config, clock, day_epoch_unix_ns, Layout::Compact, progress)?.into_node(config)
+        let dir = crate::days::for_epoch(&config.journal.dir, day_epoch_unix_ns)?;
+        Opened::open(
+            config,
+            dir,
+            clock,
+            day_epoch_unix_ns,
+            Layout::Compact,
+            progress,
+        )?
+        .into_node(config)
     }
 
     /// Open the market-data feed at the next ITCH sequence number (a standby taking over).
@@ -178,6 +193,11 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         self.sequencer.journal().confirmed_seq_handle()
     }
 
+    /// This trading day's journal directory (under `journal.dir`, see [`crate::days`]).
+    pub fn journal_dir(&self) -> &std::path::Path {
+        &self.journal_dir
+    }
+
     pub fn ouch_streams(&self) -> &[StreamReader] {
         &self.ouch_readers
     }
@@ -206,12 +226,15 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
                 return None;
             }
         };
+        self.probe.journaled();
         let input = Input {
             seq,
             timestamp,
             command,
         };
-        Some(self.pipeline.apply(&input))
+        let outcome = self.pipeline.apply(&input);
+        self.probe.matched();
+        Some(outcome)
     }
 
     pub fn admin(&mut self, admin: Admin) -> Option<Outcome> {
@@ -248,11 +271,13 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
     pub fn end_batch(&mut self) -> bool {
         let last = self.last_seq();
         if last > self.batch_end_seq {
+            let flush_started = self.probe.flush_start();
             if let Err(e) = self.sequencer.flush() {
                 self.fatal
                     .get_or_insert(format!("journal flush failed: {e}"));
                 return false;
             }
+            self.probe.flushed(flush_started);
             self.mark_batch_end(last);
         }
         self.try_release()
@@ -321,6 +346,11 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         self.sequencer.next_seq() - 1
     }
 
+    /// Sequence numbers, resting orders, numbers handed out (sharded: as far as merged).
+    pub fn pipeline_status(&self) -> crate::engine::PipelineStatus {
+        self.pipeline.status()
+    }
+
     /// `seq=… resting=… order_refs=… matches=…` for the admin status line (sharded: as far
     /// as the output stage has merged).
     pub fn status(&self) -> String {
@@ -374,6 +404,7 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
 
 /// A journal opened and replayed, before the feed and (sharded) the threads start.
 struct Opened<C: Clock, F: FeedOut> {
+    dir: std::path::PathBuf,
     sequencer: Sequencer<C>,
     header: DayHeader,
     core: Replaying,
@@ -387,12 +418,13 @@ struct Opened<C: Clock, F: FeedOut> {
 impl<C: Clock, F: FeedOut> Opened<C, F> {
     fn open(
         config: &Config,
+        dir: std::path::PathBuf,
         clock: C,
         day_epoch: u64,
         layout: Layout,
         mut progress: impl FnMut(u64, u64),
     ) -> Result<Self, String> {
-        let journal_config = journal_config(config);
+        let journal_config = journal_config(config, &dir);
         let (writer, report) =
             JournalWriter::open_or_create(journal_config, day_epoch).map_err(|e| e.to_string())?;
         if let Some(tail) = &report.torn_tail {
@@ -426,7 +458,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
         };
         if report.last_seq > 0 {
             replay_journal(
-                &config.journal.dir,
+                &dir,
                 report.last_seq,
                 &header,
                 &mut core,
@@ -451,6 +483,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             return Err(full);
         }
         Ok(Opened {
+            dir,
             sequencer,
             header,
             core,
@@ -486,6 +519,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
     /// Start the layout's machinery around the replayed state.
     fn into_node(self, config: &Config) -> Result<Node<C, F>, String> {
         let Opened {
+            dir,
             sequencer,
             header,
             core,
@@ -531,6 +565,8 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             released_seq: last_seq,
             unreleased: VecDeque::with_capacity(limits::UNRELEASED_BATCHES_MAX),
             next_snapshot: 1,
+            journal_dir: dir,
+            probe: super::metrics::Probe::off(),
         })
     }
 }
@@ -630,6 +666,17 @@ impl<C: Clock, F: FeedOut> Intake for Node<C, F> {
     }
 
     fn disconnect(&mut self, account: AccountId) {
+        // Only an account that cancels on disconnect has anything to journal: a venue that
+        // does not use the control writes the journals it always wrote.
+        let cancels = self
+            .header
+            .venue
+            .accounts
+            .get(account.0 as usize)
+            .is_some_and(|a| a.cancel_on_disconnect);
+        if !cancels {
+            return;
+        }
         let mut payload = [0u8; 2];
         let n = record::encode_disconnect(account, &mut payload);
         self.sequence(
@@ -648,14 +695,15 @@ fn journal_durability(mode: crate::config::DurabilityMode) -> Durability {
     }
 }
 
-pub(crate) fn journal_config(config: &Config) -> JournalConfig {
+/// The journal of one trading day, `dir` (see [`crate::days`]).
+pub(crate) fn journal_config(config: &Config, dir: &std::path::Path) -> JournalConfig {
     let durability = journal_durability(config.journal.durability);
     JournalConfig {
         segment_bytes: config.journal.segment_bytes,
         max_payload_bytes: config.journal.max_payload_bytes,
         durability,
         create_dir: true,
-        ..JournalConfig::new(&config.journal.dir)
+        ..JournalConfig::new(dir)
     }
 }
 

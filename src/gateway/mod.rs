@@ -164,6 +164,11 @@ impl Gateway {
         self.live.iter().filter(|c| c.is_some()).count()
     }
 
+    /// TCP connections open, logged in or not.
+    pub fn open_connections(&self) -> usize {
+        self.conns.iter().filter(|c| c.is_some()).count()
+    }
+
     pub fn on_event<I: Intake>(
         &mut self,
         token: Token,

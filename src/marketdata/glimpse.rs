@@ -27,7 +27,10 @@
 //! `max_per_source` connections not logged in, a new connection closes the oldest such
 //! connection (of the source holding the most, or its own source): idle connections can never
 //! make the server refuse a subscriber. Connections sending a snapshot are never closed for
-//! room; if every slot is one, the newcomer is closed. Failed logins follow the gateway's
+//! room; if every slot is one, the newcomer is closed. A closed connection's thread ends on
+//! its own; while as many are still ending as there are slots, new connections wait in the
+//! listen backlog rather than being closed (that bounds the threads at twice the slots without
+//! ever turning a subscriber away for a burst of idle ones). Failed logins follow the gateway's
 //! per-source backoff ([`crate::guard::BackoffRules`]): the same passwords must not be
 //! guessable here faster than there.
 
@@ -56,6 +59,8 @@ const WRITE_CHUNK_BYTES: usize = 64 << 10;
 const LINGER_MS: u64 = 1_000;
 /// Source addresses whose failed logins are remembered.
 const SOURCES_MAX: usize = 1024;
+/// Poll interval of the accept thread while connections wait for closed ones' threads to end.
+const EVICTED_WAIT: Duration = Duration::from_millis(1);
 /// At most one log line per kind of refusal (or per source) per this many ms.
 const LOG_INTERVAL_MS: u64 = 10_000;
 
@@ -389,16 +394,29 @@ fn accept_loop(mut poll: mio::Poll, listener: mio::net::TcpListener, shared: Arc
     tracing::info!(addr = ?listener.local_addr().ok(), "GLIMPSE snapshot server listening");
     let mut events = mio::Events::with_capacity(8);
     let mut connections: Vec<JoinHandle<()>> = Vec::new();
+    let mut deferred = false;
     while !shared.stop.load(Ordering::Acquire) {
-        if let Err(e) = poll.poll(&mut events, Some(super::stop_poll()))
+        let timeout = if deferred {
+            EVICTED_WAIT
+        } else {
+            super::stop_poll()
+        };
+        if let Err(e) = poll.poll(&mut events, Some(timeout))
             && e.kind() != io::ErrorKind::Interrupted
         {
             tracing::error!(error = %e, "GLIMPSE poll failed; server stops");
             break;
         }
         // mio is edge-triggered: accept until WouldBlock. Bounded by the kernel's backlog;
-        // each connection is served, makes room by closing an older one, or is closed.
+        // each connection is served, makes room by closing an older one, or is closed. While
+        // the threads of closed connections are still finishing, the rest wait in the backlog
+        // (push-back): `deferred` makes the next poll short so they are taken a moment later.
+        deferred = false;
         loop {
+            if !threads_free(&shared) {
+                deferred = true;
+                break;
+            }
             match listener.accept() {
                 Ok((stream, peer)) => {
                     connections.retain(|c| !c.is_finished());
@@ -418,6 +436,15 @@ fn accept_loop(mut poll: mio::Poll, listener: mio::net::TcpListener, shared: Arc
     tracing::info!("GLIMPSE snapshot server stopped");
 }
 
+/// May the accept thread take another connection? Not while as many closed connections'
+/// threads are still finishing as there are slots: that bounds the client threads at twice
+/// `max_connections`. Such threads end within moments (their socket is shut down), or after a
+/// failed login's backoff delay at most. Refusing the newcomer instead would let a burst of
+/// idle connections shut out the subscriber that follows them.
+fn threads_free(shared: &Shared) -> bool {
+    shared.slots().evicted_running < shared.config.max_connections
+}
+
 /// Find room for a connection from `source` (closing an older pre-login one if a bound is
 /// reached) and register it; its id, or `None` if it must be closed.
 fn take_slot(shared: &Shared, stream: &TcpStream, source: IpAddr) -> Option<u64> {
@@ -431,9 +458,8 @@ fn take_slot(shared: &Shared, stream: &TcpStream, source: IpAddr) -> Option<u64>
         }
         None
     };
-    if slots.evicted_running >= config.max_connections {
-        return refuse(slots, "closed connections still finishing");
-    }
+    // The accept thread waits for `threads_free`; only it raises the count.
+    assert!(slots.evicted_running < config.max_connections);
     let mut pre_login: Vec<crate::guard::Candidate> = slots
         .list
         .iter()

@@ -15,7 +15,7 @@ use crate::wire::itch::{self, Body, Header, Message};
 use crate::wire::moldudp64::{Packet, PacketKind, Request};
 use crate::wire::ouch::{EnterOrder, Inbound};
 use crate::wire::soupbin::{self, FrameReader, LoginRequest};
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -862,19 +862,42 @@ fn glimpse_bounds_connections_and_a_newcomer_closes_the_oldest_idle_one() {
     let seen = read_to_eof(subscriber);
     assert_eq!(seen[0], Seen::Accepted(session(), 1));
     assert_eq!(seen.last(), Some(&Seen::End));
-    // Idle connections come and go; a subscriber after them is still served (once the
-    // first snapshot's connection has lingered to its close: it holds the only slot).
-    for _ in 0..40 {
-        let idle: Vec<TcpStream> = (0..5).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    // Bursts of idle connections: each newcomer closes the one before it, and the subscriber
+    // behind a burst is served every time, at once. The burst reaches the server faster than
+    // the closed connections' threads end, so the server must wait for them rather than close
+    // the newcomer.
+    for round in 0..10 {
+        // The last snapshot's connection holds the only slot until its thread has seen our
+        // close; the first idle connection of the burst is the one that finds it free.
+        let mut idle = vec![idle_connection_in_the_free_slot(addr)];
+        idle.extend((0..4).map(|_| TcpStream::connect(addr).unwrap()));
         let seen = read_to_eof(glimpse_login(addr, "BRKR01", "secret", ""));
         drop(idle);
-        if !seen.is_empty() {
-            assert_eq!(seen[0], Seen::Accepted(session(), 1));
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            !seen.is_empty(),
+            "round {round}: the subscriber was refused"
+        );
+        assert_eq!(seen[0], Seen::Accepted(session(), 1));
+        assert_eq!(seen.last(), Some(&Seen::End));
     }
-    panic!("the subscriber was never served");
+}
+
+/// A connection (not logged in) holding a free slot of a one-slot server: while the slot is
+/// taken by a snapshot, a newcomer is closed at once; once free, it stays open.
+fn idle_connection_in_the_free_slot(addr: SocketAddr) -> TcpStream {
+    for _ in 0..200 {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        match (&stream).read(&mut [0u8; 8]) {
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return stream;
+            }
+            _ => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    panic!("the slot never became free");
 }
 
 #[test]

@@ -89,6 +89,19 @@ fn accept_loop(
     }
 }
 
+/// Is the standby's tail (from trading day `standby`, 0: none) from this primary's day? A
+/// standby on a later day than the primary is refused.
+fn same_day(standby: u64, primary: u64) -> Result<bool, String> {
+    if standby > primary {
+        return Err(format!(
+            "the standby's journal is on trading day {}, later than this primary's {}",
+            crate::days::date_of(standby),
+            crate::days::date_of(primary)
+        ));
+    }
+    Ok(standby == 0 || standby == primary)
+}
+
 /// The highest record both journals hold identically, from the standby's tail (newest last).
 fn common_seq(dir: &Path, tail: &[(u64, u32)]) -> Result<u64, String> {
     if tail.is_empty() {
@@ -121,7 +134,12 @@ fn follow(
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     let mut input = BufReader::new(stream.try_clone()?);
     let mut output = BufWriter::with_capacity(256 << 10, stream.try_clone()?);
-    let Frame::Hello { version, tail } = Frame::read(&mut input)? else {
+    let Frame::Hello {
+        version,
+        tail,
+        day_epoch_unix_ns: standby_day,
+    } = Frame::read(&mut input)?
+    else {
         return Err(io::Error::new(io::ErrorKind::InvalidData, "expected Hello"));
     };
     if version != VERSION {
@@ -131,7 +149,16 @@ fn follow(
         .write(&mut output)?;
         return output.flush();
     }
-    let common = match common_seq(&config.journal_dir, &tail) {
+    let day = JournalReader::open(&config.journal_dir, 1)
+        .map_err(io::Error::other)?
+        .day_epoch_unix_ns();
+    let common = match same_day(standby_day, day) {
+        Ok(true) => common_seq(&config.journal_dir, &tail),
+        // A tail from an earlier day shares nothing with this one.
+        Ok(false) => Ok(0),
+        Err(e) => Err(e),
+    };
+    let common = match common {
         Ok(seq) => seq,
         Err(reason) => {
             Frame::Refused {

@@ -2,7 +2,7 @@
 //!
 //! | frame | direction | layout |
 //! |---|---|---|
-//! | Hello `L` | standby → primary | version u32, tail count u16, then (seq u64, crc u32) for the standby's last records, newest last |
+//! | Hello `L` | standby → primary | version u32, tail count u16, then (seq u64, crc u32) for the standby's last records, newest last; then (version 2) the day epoch u64 of the journal the tail is from (0: none) |
 //! | Welcome `W` | primary → standby | day epoch u64, common seq u64, primary's last seq u64 |
 //! | Refused `X` | primary → standby | length u16, UTF-8 reason |
 //! | Record `R` | primary → standby | seq u64, timestamp u64, kind u8, length u32, payload |
@@ -11,11 +11,14 @@
 //!
 //! The standby's tail lets the primary find the last record both journals share (same seq and
 //! same checksum of timestamp, kind and payload); the standby cuts anything after it — records
-//! an old primary journaled that the new primary never had — before following.
+//! an old primary journaled that the new primary never had — before following. A tail from an
+//! earlier trading day than the primary's shares nothing with it: the standby starts the
+//! primary's day in a new journal (`crate::days`) and keeps the earlier one.
 
 use std::io::{self, Read, Write};
 
-pub const VERSION: u32 = 1;
+/// 2: Hello carries the day epoch of the standby's tail.
+pub const VERSION: u32 = 2;
 /// Records of its tail a standby offers; a divergence deeper than this needs an operator.
 pub const TAIL_RECORDS_MAX: usize = 64;
 /// Largest record payload on the wire (the journal's own bound is checked again on append).
@@ -27,6 +30,8 @@ pub enum Frame {
     Hello {
         version: u32,
         tail: Vec<(u64, u32)>,
+        /// The trading day (day epoch, unix ns) the tail is from; 0 without a journal.
+        day_epoch_unix_ns: u64,
     },
     Welcome {
         day_epoch_unix_ns: u64,
@@ -100,7 +105,11 @@ pub fn write_record(
 impl Frame {
     pub fn write(&self, w: &mut impl Write) -> io::Result<()> {
         match self {
-            Frame::Hello { version, tail } => {
+            Frame::Hello {
+                version,
+                tail,
+                day_epoch_unix_ns,
+            } => {
                 assert!(tail.len() <= TAIL_RECORDS_MAX);
                 w.write_all(b"L")?;
                 w.write_all(&version.to_be_bytes())?;
@@ -109,7 +118,7 @@ impl Frame {
                     w.write_all(&seq.to_be_bytes())?;
                     w.write_all(&crc.to_be_bytes())?;
                 }
-                Ok(())
+                w.write_all(&day_epoch_unix_ns.to_be_bytes())
             }
             Frame::Welcome {
                 day_epoch_unix_ns,
@@ -160,7 +169,13 @@ impl Frame {
                 for _ in 0..count {
                     tail.push((read_u64(r)?, read_u32(r)?));
                 }
-                Ok(Frame::Hello { version, tail })
+                // Version 1 had no day: such a peer is refused for its version.
+                let day_epoch_unix_ns = if version >= 2 { read_u64(r)? } else { 0 };
+                Ok(Frame::Hello {
+                    version,
+                    tail,
+                    day_epoch_unix_ns,
+                })
             }
             b'W' => Ok(Frame::Welcome {
                 day_epoch_unix_ns: read_u64(r)?,
@@ -216,6 +231,7 @@ mod tests {
             Frame::Hello {
                 version: VERSION,
                 tail: vec![(7, 99), (8, 100)],
+                day_epoch_unix_ns: 20_000 * 86_400 * 1_000_000_000,
             },
             Frame::Welcome {
                 day_epoch_unix_ns: 86_400,

@@ -21,7 +21,7 @@ use crate::sequencer::SystemClock;
 use crate::types::Timestamp;
 use std::io::{self, BufReader, BufWriter, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -31,19 +31,34 @@ const RETRY_PAUSE: Duration = Duration::from_millis(20);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 const LAG_REPORT_INTERVAL: Duration = Duration::from_secs(5);
 
-/// The last records of the local journal as (seq, content checksum), newest last.
-fn local_tail(dir: &Path) -> Result<Vec<(u64, u32)>, String> {
-    let last = match verify(dir) {
-        Ok(report) => report.last_seq,
+/// The local journal the standby offers the primary: its latest trading day (or its single
+/// journal), the day's epoch (0: no journal yet) and its last records as (seq, content
+/// checksum), newest last.
+struct LocalTail {
+    dir: Option<PathBuf>,
+    day_epoch_unix_ns: u64,
+    tail: Vec<(u64, u32)>,
+}
+
+fn local_tail(root: &Path) -> Result<LocalTail, String> {
+    let (dir, _) = crate::days::for_reading(root)?;
+    let none = LocalTail {
+        dir: None,
+        day_epoch_unix_ns: 0,
+        tail: Vec::new(),
+    };
+    let report = match verify(&dir) {
+        Ok(report) => report,
         Err(crate::journal::JournalError::EmptyJournal { .. })
-        | Err(crate::journal::JournalError::MissingDirectory { .. }) => return Ok(Vec::new()),
+        | Err(crate::journal::JournalError::MissingDirectory { .. }) => return Ok(none),
         Err(e) => return Err(e.to_string()),
     };
+    let last = report.last_seq;
     if last == 0 {
-        return Ok(Vec::new());
+        return Ok(none);
     }
     let first = last.saturating_sub(TAIL_RECORDS_MAX as u64 - 1).max(1);
-    let mut reader = JournalReader::open(dir, first).map_err(|e| e.to_string())?;
+    let mut reader = JournalReader::open(&dir, first).map_err(|e| e.to_string())?;
     let mut tail = Vec::with_capacity(TAIL_RECORDS_MAX);
     while let Some(r) = reader.next().map_err(|e| e.to_string())? {
         if r.seq > last {
@@ -54,7 +69,11 @@ fn local_tail(dir: &Path) -> Result<Vec<(u64, u32)>, String> {
             protocol::record_crc(r.timestamp.0, r.kind, r.payload),
         ));
     }
-    Ok(tail)
+    Ok(LocalTail {
+        dir: Some(dir),
+        day_epoch_unix_ns: report.day_epoch_unix_ns,
+        tail,
+    })
 }
 
 /// A live replication link after the handshake.
@@ -74,8 +93,8 @@ fn connect(
     let Ok(stream) = TcpStream::connect_timeout(&primary, CONNECT_TIMEOUT) else {
         return Ok(None);
     };
-    let tail = local_tail(&config.journal.dir)?;
-    let (link, common) = match handshake(stream, &tail, config.replication.takeover_ms) {
+    let local = local_tail(&config.journal.dir)?;
+    let (link, common) = match handshake(stream, &local, config.replication.takeover_ms) {
         Ok(Handshake::Welcome(link, common)) => (link, common),
         Ok(Handshake::Refused(reason)) => {
             return Err(format!("the primary refused this standby: {reason}"));
@@ -85,7 +104,21 @@ fn connect(
             return Ok(None);
         }
     };
-    let local_last = tail.last().map_or(0, |t| t.0);
+    let dir = crate::days::for_epoch(&config.journal.dir, link.day_epoch_unix_ns)?;
+    if local.dir.as_ref() != Some(&dir) {
+        // The primary's day is not the one offered: its journal here starts empty.
+        if local.dir.as_ref() == Some(&config.journal.dir) {
+            return Err(format!(
+                "this standby's journal.dir holds one journal (single-journal layout) of trading day {}; the primary is on {}: give the standby a new journal directory",
+                crate::days::date_of(local.day_epoch_unix_ns),
+                crate::days::date_of(link.day_epoch_unix_ns)
+            ));
+        }
+        assert_eq!(common, 0, "the primary shares nothing with another day");
+        tracing::info!(%primary, day = %dir.display(), "standby: following the primary's trading day from its start");
+        return Ok(Some(link));
+    }
+    let local_last = local.tail.last().map_or(0, |t| t.0);
     if common < local_last {
         if journal_open {
             return Err(format!(
@@ -99,7 +132,7 @@ fn connect(
             "standby: truncating {} journaled records the primary never had",
             local_last - common
         );
-        truncate_after(&config.journal.dir, common).map_err(|e| e.to_string())?;
+        truncate_after(&dir, common).map_err(|e| e.to_string())?;
     }
     tracing::info!(%primary, from = common + 1, "standby: following the primary");
     Ok(Some(link))
@@ -110,7 +143,7 @@ enum Handshake {
     Refused(String),
 }
 
-fn handshake(stream: TcpStream, tail: &[(u64, u32)], takeover_ms: u64) -> io::Result<Handshake> {
+fn handshake(stream: TcpStream, local: &LocalTail, takeover_ms: u64) -> io::Result<Handshake> {
     stream.set_nodelay(true)?;
     // The primary may take a moment to find the common record; the live link then reads
     // with the takeover timeout.
@@ -119,7 +152,8 @@ fn handshake(stream: TcpStream, tail: &[(u64, u32)], takeover_ms: u64) -> io::Re
     let mut input = BufReader::with_capacity(256 << 10, stream);
     Frame::Hello {
         version: VERSION,
-        tail: tail.to_vec(),
+        tail: local.tail.clone(),
+        day_epoch_unix_ns: local.day_epoch_unix_ns,
     }
     .write(&mut output)?;
     output.flush()?;
@@ -286,6 +320,12 @@ pub fn run<F: FeedOut>(
     let mut closed_by_primary = false;
     while !stop.load(Ordering::Relaxed) {
         if let Some(mut link) = connect(&config, primary, engine.is_some())? {
+            let day = crate::days::for_epoch(&config.journal.dir, link.day_epoch_unix_ns)?;
+            if engine.as_ref().is_some_and(|e| e.journal_dir() != day) {
+                // The primary started a new trading day: the finished one stays as it is.
+                tracing::info!(day = %day.display(), "standby: the primary is on a new trading day");
+                engine = None;
+            }
             if engine.is_none() {
                 engine = Some(Engine::follower(
                     &config,

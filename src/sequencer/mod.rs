@@ -20,8 +20,35 @@ impl Clock for SystemClock {
         let since = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .expect("clock after 1970");
-        u64::try_from(since.as_nanos()).expect("clock before 2554")
+        let now = u64::try_from(since.as_nanos()).expect("clock before 2554");
+        if cfg!(debug_assertions) {
+            now.saturating_add_signed(test_clock_offset_ns())
+        } else {
+            now
+        }
     }
+}
+
+/// A test hook: `BOURSE_TEST_CLOCK_OFFSET_S=N` (seconds, may be negative) moves the
+/// sequencer's clock by N seconds, so a test can start the next trading day without waiting
+/// for midnight. Read once, at the first clock reading (start-up). Only debug builds (the
+/// tests run the debug binary) look at it; release builds have no such hook.
+fn test_clock_offset_ns() -> i64 {
+    static OFFSET_NS: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *OFFSET_NS.get_or_init(|| {
+        let Ok(text) = std::env::var("BOURSE_TEST_CLOCK_OFFSET_S") else {
+            return 0;
+        };
+        let Ok(offset_s) = text.trim().parse::<i64>() else {
+            tracing::error!(%text, "BOURSE_TEST_CLOCK_OFFSET_S is not a whole number of seconds: ignored");
+            return 0;
+        };
+        tracing::warn!(
+            offset_s,
+            "test hook BOURSE_TEST_CLOCK_OFFSET_S: the sequencer's clock is moved"
+        );
+        offset_s.saturating_mul(1_000_000_000)
+    })
 }
 
 pub struct Sequencer<C: Clock> {

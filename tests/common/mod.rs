@@ -116,12 +116,20 @@ pub struct Venue {
     pub replication: SocketAddr,
     pub config: PathBuf,
     pub journal: PathBuf,
+    /// The metrics endpoint, when the config enables it.
+    pub metrics: Option<SocketAddr>,
 }
 
 impl Venue {
     /// Start `bourse run --config` with `text` written into `dir/bourse.toml`.
     pub fn start(dir: &Path, text: &str) -> Venue {
-        let (mut child, config) = spawn(dir, text, "run");
+        Venue::start_with_env(dir, text, &[])
+    }
+
+    /// `start` with extra environment variables (test hooks such as
+    /// `BOURSE_TEST_CLOCK_OFFSET_S`).
+    pub fn start_with_env(dir: &Path, text: &str, env: &[(&str, &str)]) -> Venue {
+        let (mut child, config) = spawn_with_env(dir, text, "run", env);
         let stdout = child.stdout.take().unwrap();
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line).unwrap();
@@ -141,7 +149,12 @@ impl Venue {
             SocketAddr::V4(v4) => v4,
             other => panic!("feed {other}"),
         };
+        let metrics = line
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix("metrics="))
+            .map(|a| a.parse().unwrap());
         Venue {
+            metrics,
             gateway: field("gateway"),
             admin: field("admin"),
             rerequest: field("rerequest"),
@@ -206,12 +219,22 @@ impl Drop for Venue {
 
 /// Spawn `bourse <subcommand> --config dir/bourse.toml` with stdout piped.
 pub fn spawn(dir: &Path, text: &str, subcommand: &str) -> (Child, PathBuf) {
+    spawn_with_env(dir, text, subcommand, &[])
+}
+
+pub fn spawn_with_env(
+    dir: &Path,
+    text: &str,
+    subcommand: &str,
+    env: &[(&str, &str)],
+) -> (Child, PathBuf) {
     let config = dir.join("bourse.toml");
     std::fs::write(&config, text).unwrap();
     let child = Command::new(bourse_binary())
         .args([subcommand, "--config"])
         .arg(&config)
         .env("RUST_LOG", "info")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

@@ -25,6 +25,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Check every header and record; report a torn tail without changing anything.
+    /// Every DIR below is a trading day's journal, or journal.dir itself (its latest day).
     Verify { dir: PathBuf },
     /// Print records human-readably (OUCH decoded).
     Dump {
@@ -56,9 +57,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
-        Command::Verify { dir } => verify_command(&dir),
-        Command::Dump { dir, from, count } => dump(&dir, from, count),
-        Command::Stats { dir } => stats(&dir),
+        Command::Verify { dir } => journal_of(&dir).and_then(|dir| verify_command(&dir)),
+        Command::Dump { dir, from, count } => journal_of(&dir).and_then(|d| dump(&d, from, count)),
+        Command::Stats { dir } => journal_of(&dir).and_then(|dir| stats(&dir)),
         Command::RecordSamples { out } => record_samples(&out),
         Command::Synth {
             out,
@@ -76,11 +77,25 @@ fn main() -> ExitCode {
     }
 }
 
+/// A trading day's journal, or journal.dir itself: its latest day, said on stderr.
+fn journal_of(path: &Path) -> Result<PathBuf, String> {
+    let (dir, note) = bourse::days::for_reading(path)?;
+    if let Some(note) = note {
+        eprintln!("bourse-journal: {note}");
+    }
+    Ok(dir)
+}
+
 fn verify_command(dir: &Path) -> Result<(), String> {
     let r = verify(dir).map_err(|e| e.to_string())?;
     println!(
         "segments {} records {} last_seq {} data_bytes {}",
         r.segments, r.records, r.last_seq, r.data_bytes
+    );
+    println!(
+        "trading day {} (day epoch {} ns)",
+        bourse::days::date_of(r.day_epoch_unix_ns),
+        r.day_epoch_unix_ns
     );
     println!("last timestamp {}", clock(r.last_timestamp.0));
     match &r.torn_tail {
