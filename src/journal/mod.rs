@@ -64,6 +64,7 @@ pub mod reader;
 pub mod record;
 pub mod recovery;
 pub mod segment;
+pub mod shared;
 pub mod writer;
 
 #[cfg(test)]

@@ -17,16 +17,16 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use memmap2::{Advice, Mmap};
-
 use super::JournalError;
+use super::reader::Mapped;
 use super::record::{
     RECORD_ALIGN_BYTES, SEAL_BYTES, SEAL_WORD, Slot, read_slot, record_span_bytes, write_seal,
 };
 use super::segment::{
     self, HEADER_BYTES, HeaderState, MappedSegment, SegmentHeader, corrupt, list_segments,
-    segment_path, u32_at,
+    segment_path,
 };
+use super::shared::SharedBytes;
 use crate::types::Timestamp;
 
 /// What recovery (or `verify`) found.
@@ -118,12 +118,13 @@ pub(crate) fn scan_journal(dir: &Path, sync_files: bool) -> Result<JournalScan, 
     let mut missing_seals = Vec::new();
     for (position, (segment_index, path)) in segments.into_iter().enumerate() {
         let is_last_file = position + 1 == segment_count;
-        let (file, map) = map_read_only(&path)?;
+        let (file, mapped) = map_read_only(&path)?;
+        let map = mapped.bytes;
         if sync_files {
             file.sync_data()
                 .map_err(|e| JournalError::io(&path, "fsync segment", e))?;
         }
-        let Some(header) = read_header(&path, &map, is_last_file)? else {
+        let Some(header) = read_header(&path, map, is_last_file)? else {
             spare_path = Some(path);
             report.spare_segment = true;
             continue;
@@ -136,7 +137,7 @@ pub(crate) fn scan_journal(dir: &Path, sync_files: bool) -> Result<JournalScan, 
             || (position + 2 == segment_count && next_is_blank(dir, segment_index + 1)?);
         let end = scan_segment(
             &path,
-            &map,
+            map,
             &header,
             report.last_seq + 1,
             is_last,
@@ -182,7 +183,7 @@ fn check_header_bytes(path: &Path, is_last_file: bool) -> Result<(), JournalErro
     }
 }
 
-fn map_read_only(path: &Path) -> Result<(File, Mmap), JournalError> {
+fn map_read_only(path: &Path) -> Result<(File, Mapped), JournalError> {
     let file = File::open(path).map_err(|e| JournalError::io(path, "open segment", e))?;
     let bytes = file
         .metadata()
@@ -191,17 +192,14 @@ fn map_read_only(path: &Path) -> Result<(File, Mmap), JournalError> {
     if bytes < HEADER_BYTES + SEAL_BYTES {
         return Err(segment::foreign(path, "shorter than a segment header"));
     }
-    // SAFETY: read-only mapping; the only writer of a journal publishes through atomics and
-    // never rewrites published bytes while readers run.
-    let map = unsafe { Mmap::map(&file) }.map_err(|e| JournalError::io(path, "map segment", e))?;
-    let _ = map.advise(Advice::Sequential);
-    Ok((file, map))
+    let mapped = Mapped::read_only(path, &file)?;
+    Ok((file, mapped))
 }
 
 /// `None` for a blank spare (only allowed as the last file, with an all-zero body).
 fn read_header(
     path: &Path,
-    map: &[u8],
+    map: SharedBytes,
     is_last_file: bool,
 ) -> Result<Option<SegmentHeader>, JournalError> {
     match SegmentHeader::load_published(path, map) {
@@ -302,7 +300,7 @@ struct SegmentEnd {
 /// Check one segment's records; `expected_seq` is the sequence number of its first record.
 fn scan_segment(
     path: &Path,
-    map: &[u8],
+    map: SharedBytes,
     header: &SegmentHeader,
     expected_seq: u64,
     is_last: bool,
@@ -387,7 +385,7 @@ fn scan_segment(
 /// valid record after it is mid-journal corruption.
 fn check_tail(
     path: &Path,
-    map: &[u8],
+    map: SharedBytes,
     header: &SegmentHeader,
     end_offset_bytes: u64,
     reason: &'static str,
@@ -401,7 +399,7 @@ fn check_tail(
     let mut offset_bytes = end_offset_bytes + RECORD_ALIGN_BYTES;
     let scan_end = (last_junk + 1).min(map.len() as u64 - SEAL_BYTES);
     while offset_bytes < scan_end {
-        let word = u32_at(map, offset_bytes as usize);
+        let word = map.load_u32_acquire(offset_bytes as usize);
         if word != 0
             && word != SEAL_WORD
             && matches!(
@@ -423,10 +421,20 @@ fn check_tail(
     Ok(())
 }
 
-/// Offset of the first non-zero byte at or after `from_bytes`.
-fn first_nonzero(map: &[u8], from_bytes: u64) -> Option<u64> {
+/// The bytes from `from_bytes` to the end, for scanning what lies past the end of data.
+fn unpublished<'a>(map: SharedBytes, from_bytes: u64) -> &'a [u8] {
     let from = from_bytes as usize;
-    let words = map[from..].chunks(4096);
+    // SAFETY: recovery and `verify` read a journal no writer of this process appends to: the
+    // writer's own recovery runs before it appends, and the scan ends before the storage is
+    // unmapped (callers drop the slice with the scan). A writer in another process is outside
+    // this process's memory model (shared memory), as for any mapping.
+    unsafe { map.slice(from, map.len() - from) }
+}
+
+/// Offset of the first non-zero byte at or after `from_bytes`.
+fn first_nonzero(map: SharedBytes, from_bytes: u64) -> Option<u64> {
+    let from = from_bytes as usize;
+    let words = unpublished(map, from_bytes).chunks(4096);
     for (chunk_index, chunk) in words.enumerate() {
         if chunk.iter().all(|&b| b == 0) {
             continue;
@@ -441,9 +449,9 @@ fn first_nonzero(map: &[u8], from_bytes: u64) -> Option<u64> {
 }
 
 /// Offset of the last non-zero byte at or after `from_bytes`.
-fn last_nonzero(map: &[u8], from_bytes: u64) -> Option<u64> {
+fn last_nonzero(map: SharedBytes, from_bytes: u64) -> Option<u64> {
     let from = from_bytes as usize;
-    map[from..]
+    unpublished(map, from_bytes)
         .iter()
         .rposition(|&b| b != 0)
         .map(|inner| (from + inner) as u64)
@@ -461,19 +469,20 @@ pub(crate) fn recover(
         segment::sync_dir(dir)?;
     }
     for (segment_index, path, offset_bytes) in &scan.missing_seals {
-        let mut mapped = MappedSegment::open(path, *segment_index)?;
-        write_seal(&mut mapped.map, *offset_bytes);
+        let mapped = MappedSegment::open(path, *segment_index)?;
+        // SAFETY: recovery holds the directory lock and runs before any reader starts.
+        unsafe { write_seal(mapped.bytes(), *offset_bytes) };
         mapped.sync_range(*offset_bytes, *offset_bytes + SEAL_BYTES)?;
         tracing::warn!(path = %path.display(), offset_bytes, "journal: missing seal written back");
     }
     let Some(tail) = scan.tail else {
         return Ok((scan.report, None));
     };
-    let mut mapped = MappedSegment::open(&tail.path, tail.segment_index)?;
+    let mapped = MappedSegment::open(&tail.path, tail.segment_index)?;
     if let Some(torn) = &scan.report.torn_tail {
         assert!(torn.path == tail.path && torn.offset_bytes == tail.end_offset_bytes);
         cut(
-            &mut mapped,
+            &mapped,
             torn.offset_bytes,
             torn.offset_bytes + torn.cut_bytes,
         )?;
@@ -492,15 +501,27 @@ pub(crate) fn recover(
 /// Zero `[start, end)` of a segment, last page first, and msync it: if this is interrupted,
 /// what remains is still a valid prefix followed by a (shorter) torn tail.
 pub(crate) fn cut(
-    segment: &mut MappedSegment,
+    segment: &MappedSegment,
     start_bytes: u64,
     end_bytes: u64,
 ) -> Result<(), JournalError> {
     assert!(start_bytes >= HEADER_BYTES && start_bytes.is_multiple_of(RECORD_ALIGN_BYTES));
     assert!(start_bytes <= end_bytes && end_bytes <= segment.segment_bytes());
-    for chunk in segment.map[start_bytes as usize..end_bytes as usize].rchunks_mut(4096) {
-        chunk.fill(0);
+    const CHUNK_BYTES: u64 = 4096;
+    let mut chunk_end = end_bytes;
+    let chunks = (end_bytes - start_bytes).div_ceil(CHUNK_BYTES);
+    for _ in 0..chunks {
+        let chunk_start = chunk_end.saturating_sub(CHUNK_BYTES).max(start_bytes);
+        // SAFETY: cutting runs under the directory lock with no writer or reader of this
+        // process on the segment.
+        unsafe {
+            segment
+                .bytes()
+                .zero(chunk_start as usize, (chunk_end - chunk_start) as usize)
+        };
+        chunk_end = chunk_start;
     }
+    assert!(chunk_end == start_bytes);
     segment.sync_range(start_bytes, end_bytes)
 }
 
@@ -522,11 +543,11 @@ pub fn truncate_after(dir: &Path, seq: u64) -> Result<RecoveryReport, JournalErr
     }
     segment::sync_dir(dir)?;
     let path = segment_path(dir, keep_index);
-    let mut mapped = MappedSegment::open(&path, keep_index)?;
+    let mapped = MappedSegment::open(&path, keep_index)?;
     let start_bytes = offset_after(&mapped, seq)?;
-    if let Some(last_bytes) = last_nonzero(&mapped.map, start_bytes) {
+    if let Some(last_bytes) = last_nonzero(mapped.bytes(), start_bytes) {
         let end_bytes = (last_bytes + 1).next_multiple_of(RECORD_ALIGN_BYTES);
-        cut(&mut mapped, start_bytes, end_bytes)?;
+        cut(&mapped, start_bytes, end_bytes)?;
     }
     drop(mapped);
     let report = verify(dir)?;
@@ -559,8 +580,10 @@ fn segment_holding(dir: &Path, segments: &[(u64, PathBuf)], seq: u64) -> Result<
 /// Offset of the first slot after the records up to `seq` (the record `seq + 1`, a seal,
 /// the end of data or a bad slot).
 fn offset_after(segment: &MappedSegment, seq: u64) -> Result<u64, JournalError> {
-    let map = &segment.map[..];
-    let header = match SegmentHeader::decode(&segment.path, map)? {
+    let map = segment.bytes();
+    let mut header_bytes = [0u8; HEADER_BYTES as usize];
+    map.copy_out(0, &mut header_bytes);
+    let header = match SegmentHeader::decode(&segment.path, &header_bytes)? {
         HeaderState::Valid(header) => header,
         HeaderState::Blank => return Err(corrupt(&segment.path, 0, "blank header")),
     };

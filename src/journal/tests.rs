@@ -329,9 +329,6 @@ fn zeroed_commit_word_mid_journal_is_refused() {
     }
 }
 
-#[repr(C, align(8))]
-struct Aligned([u8; 64]);
-
 #[test]
 fn sequence_gap_is_refused() {
     let temp = TempDir::new("gap");
@@ -340,16 +337,21 @@ fn sequence_gap_is_refused() {
     // A well-formed record with a skipped sequence number at the end of the last segment.
     let last_path = segment_files(&dir).pop().expect("segments");
     let end_bytes = data_end(&last_path);
-    let mut buffer = Aligned([0; 64]);
-    write_record(
-        &mut buffer.0,
-        0,
-        report.last_seq + 2,
-        Timestamp(1),
-        1,
-        b"skip",
-    );
-    patch(&last_path, end_bytes, &buffer.0[..40]);
+    let buffer = shared::HeapBytes::zeroed(64);
+    // SAFETY: a private buffer.
+    unsafe {
+        write_record(
+            buffer.view(),
+            0,
+            report.last_seq + 2,
+            Timestamp(1),
+            1,
+            b"skip",
+        )
+    };
+    let mut bytes = [0u8; 40];
+    buffer.view().copy_out(0, &mut bytes);
+    patch(&last_path, end_bytes, &bytes);
     let error = verify(&dir).expect_err("gap");
     let text = error.to_string();
     assert!(matches!(error, JournalError::Gap { .. }), "{text}");

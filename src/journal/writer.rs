@@ -124,14 +124,18 @@ impl JournalWriter {
         }
         self.prefetch_ahead();
         let seq = self.next_seq;
-        write_record(
-            &mut self.current.map,
-            self.write_offset_bytes,
-            seq,
-            timestamp,
-            kind,
-            payload,
-        );
+        // SAFETY: this writer is the segment's only writer (directory lock); the span and a
+        // seal fit (checked above) and lie past the published end, where the bytes are zero.
+        unsafe {
+            write_record(
+                self.current.bytes(),
+                self.write_offset_bytes,
+                seq,
+                timestamp,
+                kind,
+                payload,
+            )
+        };
         self.write_offset_bytes += span_bytes;
         self.next_seq = seq + 1;
         self.last_timestamp = timestamp;
@@ -146,7 +150,12 @@ impl JournalWriter {
         const AHEAD_BYTES: u64 = 4 * segment::PAGE_BYTES;
         let target_bytes = self.write_offset_bytes + AHEAD_BYTES;
         if target_bytes < self.current.segment_bytes() {
-            let target = self.current.map[target_bytes as usize..].as_ptr();
+            // In bounds (checked); only an address for the hint, never dereferenced.
+            let target = self
+                .current
+                .bytes()
+                .as_ptr()
+                .wrapping_add(target_bytes as usize);
             prefetch_write(target);
         }
     }
@@ -154,12 +163,13 @@ impl JournalWriter {
     /// Seal the full segment and continue in the prepared one.
     #[cold]
     fn rotate(&mut self) -> Result<(), JournalError> {
-        let mut next = self
+        let next = self
             .helper
             .take_prepared(&self.config, self.current.segment_index + 1)?;
         assert!(next.segment_index == self.current.segment_index + 1);
         assert!(next.segment_bytes() == self.config.segment_bytes);
-        write_seal(&mut self.current.map, self.write_offset_bytes);
+        // SAFETY: only writer; the seal fits after the last record (append keeps room).
+        unsafe { write_seal(self.current.bytes(), self.write_offset_bytes) };
         let header = SegmentHeader {
             segment_index: next.segment_index,
             first_seq: self.next_seq,
@@ -169,7 +179,8 @@ impl JournalWriter {
             max_payload_bytes: self.config.max_payload_bytes,
         };
         // Seal first, then the header: a reader that finds the seal waits for the header.
-        header.publish(&mut next.map);
+        // SAFETY: only writer of the prepared segment (the helper hands it over whole).
+        unsafe { header.publish(next.bytes()) };
         let retired = std::mem::replace(&mut self.current, next);
         let retired_end_bytes = self.write_offset_bytes + SEAL_BYTES;
         let retired_flushed_bytes = self.flushed_offset_bytes;
@@ -298,7 +309,7 @@ fn start_segment(
     first_seq: u64,
     day_epoch_unix_ns: u64,
 ) -> Result<MappedSegment, JournalError> {
-    let mut segment = MappedSegment::create(&config.dir, segment_index, config.segment_bytes)?;
+    let segment = MappedSegment::create(&config.dir, segment_index, config.segment_bytes)?;
     let header = SegmentHeader {
         segment_index,
         first_seq,
@@ -307,7 +318,8 @@ fn start_segment(
         segment_bytes: config.segment_bytes,
         max_payload_bytes: config.max_payload_bytes,
     };
-    header.publish(&mut segment.map);
+    // SAFETY: a new segment, not yet known to any reader; this writer is its only writer.
+    unsafe { header.publish(segment.bytes()) };
     segment.sync_range(0, HEADER_BYTES)?;
     Ok(segment)
 }
