@@ -28,6 +28,11 @@ enum Command {
         /// TOML configuration file (see README "Configuration").
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Accept a damaged journal tail: cut durable records that are corrupt or missing at
+        /// the end (or a missing last segment) back to the last intact record, instead of
+        /// refusing to start. Records after that point are lost; see README "Durability".
+        #[arg(long)]
+        truncate_corrupt_tail: bool,
     },
     /// Follow the primary named by [replication] primary: journal and apply every record as
     /// it arrives, and take over (order entry, feed, re-request, snapshot) when it is gone.
@@ -35,6 +40,9 @@ enum Command {
         /// TOML configuration file; its [journal] dir is the standby's own.
         #[arg(long)]
         config: PathBuf,
+        /// As for `run`: cut a damaged journal tail instead of refusing to start.
+        #[arg(long)]
+        truncate_corrupt_tail: bool,
     },
     /// Recompute every output of a journal offline with the pure core and print digests
     /// (SHA-256 of the ITCH stream and of each account's OUCH stream, state digest).
@@ -71,8 +79,14 @@ enum AdminAction {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { config } => run(config),
-        Command::Standby { config } => standby(config),
+        Command::Run {
+            config,
+            truncate_corrupt_tail,
+        } => run(config, truncate_corrupt_tail),
+        Command::Standby {
+            config,
+            truncate_corrupt_tail,
+        } => standby(config, truncate_corrupt_tail),
         Command::Replay { journal, itch_out } => replay(&journal, itch_out),
         Command::Admin { config, action } => admin_command(config, action),
     };
@@ -101,9 +115,31 @@ fn init_logging() {
         .init();
 }
 
-fn run(config: Option<PathBuf>) -> Result<(), String> {
+/// `--truncate-corrupt-tail`: repair the journal before the daemon opens it normally.
+fn truncate_damaged_tail(config: &Config) -> Result<(), String> {
+    let dir = &config.journal.dir;
+    if !dir.exists() {
+        return Ok(());
+    }
+    let report = bourse::journal::truncate_corrupt_tail(dir).map_err(|e| e.to_string())?;
+    if report.accepted_damage.is_empty() {
+        tracing::info!(dir = %dir.display(), "--truncate-corrupt-tail: the journal has no damaged tail; nothing cut");
+    }
+    for damage in &report.accepted_damage {
+        tracing::error!(
+            last_seq = report.last_seq,
+            "--truncate-corrupt-tail: cut back to the last intact record: {damage}"
+        );
+    }
+    Ok(())
+}
+
+fn run(config: Option<PathBuf>, truncate_corrupt_tail: bool) -> Result<(), String> {
     init_logging();
     let config = load_config(config)?;
+    if truncate_corrupt_tail {
+        truncate_damaged_tail(&config)?;
+    }
     let stop = stop_on_signals()?;
     let publisher = PublisherConfig::from_feed(&config.feed)?;
     let make_feed = |next_seq| {
@@ -115,9 +151,12 @@ fn run(config: Option<PathBuf>) -> Result<(), String> {
     daemon.run()
 }
 
-fn standby(config: PathBuf) -> Result<(), String> {
+fn standby(config: PathBuf, truncate_corrupt_tail: bool) -> Result<(), String> {
     init_logging();
     let config = load_config(Some(config))?;
+    if truncate_corrupt_tail {
+        truncate_damaged_tail(&config)?;
+    }
     let stop = stop_on_signals()?;
     let publisher = PublisherConfig::from_feed(&config.feed)?;
     let make_feed = |next_seq| {

@@ -9,8 +9,15 @@
 //!   record; anything else there is corruption.
 //! - In the last segment, the first bad slot (a partial record, a checksum failure, junk
 //!   after the end of data) is a **torn tail** if no valid record follows it anywhere in the
-//!   segment: it is cut (zeroed) back to the last whole record. If a valid record follows, the
-//!   journal is corrupt in the middle and is refused.
+//!   segment and its sequence number is above the manifest's durable mark ([`manifest`]): it
+//!   was never acknowledged, and is cut (zeroed) back to the last whole record. At or below
+//!   the mark it is damage to an acknowledged record, as is a journal that ends before the
+//!   mark: refused ([`JournalError::DamagedTail`]) unless the operator asks for the cut
+//!   ([`truncate_corrupt_tail`]). If a valid record follows, the journal is corrupt in the
+//!   middle and is always refused.
+//! - The manifest's *sealed through* segment must have a successor file, and so must a sealed
+//!   last segment (the writer creates the next file before it seals): a missing one is
+//!   [`JournalError::MissingSegment`].
 //! - A last file whose header is blank (all zero) and whose body is zero is the writer's
 //!   preallocated spare: ignored by `verify`, removed by the writer on open.
 
@@ -18,6 +25,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use super::JournalError;
+use super::manifest::{self, ManifestState};
 use super::reader::Mapped;
 use super::record::{
     RECORD_ALIGN_BYTES, SEAL_BYTES, SEAL_WORD, Slot, read_slot, record_span_bytes, write_seal,
@@ -50,6 +58,16 @@ pub struct RecoveryReport {
     /// Full segments whose seal word was missing (lost in a machine crash while the next
     /// segment's header survived); the writer writes them back.
     pub missing_seals: u32,
+    /// The manifest's marks as found (`None`: a journal from before manifests, checked by its
+    /// seals only).
+    pub manifest: Option<ManifestState>,
+    /// Highest sequence number the journal had made durable, so possibly acknowledged (see
+    /// [`ManifestState::durable_seq`]); 0 without a manifest. Damage at or below it is
+    /// corruption, never a torn tail.
+    pub durable_seq: u64,
+    /// Damage to durable data that recovery accepted and cut only because the operator asked
+    /// for it ([`truncate_corrupt_tail`]): the one-line refusal each would have been.
+    pub accepted_damage: Vec<String>,
 }
 
 /// A partial or checksum-failing record at the very end of the data.
@@ -83,7 +101,7 @@ pub(crate) struct JournalScan {
 /// Read-only check of a journal directory, for the inspector tool and tests. Nothing is
 /// changed: a torn tail is reported, not cut.
 pub fn verify(dir: &Path) -> Result<RecoveryReport, JournalError> {
-    let scan = scan_journal(dir, false)?;
+    let scan = scan_journal(dir, false, false)?;
     if scan.tail.is_none() {
         return Err(JournalError::EmptyJournal {
             path: dir.to_path_buf(),
@@ -93,9 +111,19 @@ pub fn verify(dir: &Path) -> Result<RecoveryReport, JournalError> {
 }
 
 /// Scan every segment. `sync_files` fsyncs each segment as it goes (the writer does, so the
-/// recovered records are on disk before it reports them durable).
-pub(crate) fn scan_journal(dir: &Path, sync_files: bool) -> Result<JournalScan, JournalError> {
+/// recovered records are on disk before it reports them durable). `accept_damage` turns the
+/// refusals of a damaged tail (durable records corrupt or missing, a missing last segment)
+/// into cuts, listed in the report's `accepted_damage`.
+pub(crate) fn scan_journal(
+    dir: &Path,
+    sync_files: bool,
+    accept_damage: bool,
+) -> Result<JournalScan, JournalError> {
+    // The marks first: a live writer raises them only after the records exist, so marks read
+    // before the segments never claim more than the scan will find.
+    let manifest = manifest::read(dir)?;
     let mut segments = list_segments(dir)?;
+    let file_count = segments.len() as u64;
     // A writer killed while its helper was creating the next segment leaves that file short
     // and all zero: an interrupted preallocation, i.e. a spare, not a foreign file.
     let mut spare_path = None;
@@ -112,8 +140,20 @@ pub(crate) fn scan_journal(dir: &Path, sync_files: bool) -> Result<JournalScan, 
     }
     let mut report = RecoveryReport {
         spare_segment: spare_path.is_some(),
+        manifest,
+        durable_seq: manifest.map_or(0, |m| m.durable_seq(manifest::current_boot_id())),
         ..RecoveryReport::default()
     };
+    if let Some(m) = &manifest
+        && m.sealed_through_segment >= 1
+        && file_count < m.sealed_through_segment + 1
+    {
+        let error = JournalError::MissingSegment {
+            path: segment_path(dir, file_count + 1),
+            reason: "the manifest records the segment before it as sealed",
+        };
+        accept_or_refuse(error, accept_damage, &mut report)?;
+    }
     let mut tail: Option<TailPosition> = None;
     let mut missing_seals = Vec::new();
     for (position, (segment_index, path)) in segments.into_iter().enumerate() {
@@ -156,12 +196,82 @@ pub(crate) fn scan_journal(dir: &Path, sync_files: bool) -> Result<JournalScan, 
             sealed: end.sealed,
         });
     }
+    check_end(dir, &tail, spare_path.is_some(), accept_damage, &mut report)?;
     Ok(JournalScan {
         report,
         tail,
         spare_path,
         missing_seals,
     })
+}
+
+/// The end of the journal against what it promised: the manifest belongs to these segments,
+/// a sealed last segment has its successor, and nothing the manifest marks durable is torn
+/// or missing. A bad last record above the durable mark is a torn tail (a crash mid-append:
+/// never acknowledged); at or below it, it is corruption.
+fn check_end(
+    dir: &Path,
+    tail: &Option<TailPosition>,
+    has_spare: bool,
+    accept_damage: bool,
+    report: &mut RecoveryReport,
+) -> Result<(), JournalError> {
+    if let (Some(m), Some(_)) = (&report.manifest, tail)
+        && m.day_epoch_unix_ns != report.day_epoch_unix_ns
+    {
+        let reason = "the manifest's day epoch differs from segment 1: another journal's manifest";
+        return Err(corrupt(&manifest::manifest_path(dir), 16, reason));
+    }
+    if let Some(tail) = tail
+        && tail.sealed
+        && !has_spare
+    {
+        // The writer creates (and fsyncs) the next segment before it seals the current one.
+        let error = JournalError::MissingSegment {
+            path: segment_path(dir, tail.segment_index + 1),
+            reason: "the segment before it is sealed",
+        };
+        accept_or_refuse(error, accept_damage, report)?;
+    }
+    let next_seq = report.last_seq + 1;
+    if next_seq > report.durable_seq {
+        return Ok(());
+    }
+    let error = match (tail, &report.torn_tail) {
+        (_, Some(torn)) => JournalError::DamagedTail {
+            path: torn.path.clone(),
+            offset_bytes: torn.offset_bytes,
+            reason: torn.reason,
+            seq: next_seq,
+            durable_seq: report.durable_seq,
+        },
+        (Some(tail), None) => JournalError::DamagedTail {
+            path: tail.path.clone(),
+            offset_bytes: tail.end_offset_bytes,
+            reason: "the journal ends here",
+            seq: next_seq,
+            durable_seq: report.durable_seq,
+        },
+        (None, None) => JournalError::MissingSegment {
+            path: segment_path(dir, 1),
+            reason: "the manifest marks records durable",
+        },
+    };
+    accept_or_refuse(error, accept_damage, report)
+}
+
+fn accept_or_refuse(
+    error: JournalError,
+    accept_damage: bool,
+    report: &mut RecoveryReport,
+) -> Result<(), JournalError> {
+    if !accept_damage {
+        return Err(error);
+    }
+    const ACCEPTED_LIMIT: usize = 4;
+    assert!(report.accepted_damage.len() < ACCEPTED_LIMIT);
+    report.accepted_damage.push(error.to_string());
+    Ok(())
 }
 
 /// The cheap header check of the first pass (64 bytes read, no mapping). A damaged header on
@@ -457,16 +567,27 @@ fn last_nonzero(map: SharedBytes, from_bytes: u64) -> Option<u64> {
         .map(|inner| (from + inner) as u64)
 }
 
-/// The writer's recovery: scan (fsyncing every segment), cut a torn tail, remove a spare.
-/// Returns the report and the last segment with a header mapped read-write, if any.
+/// The writer's recovery: scan (fsyncing every segment), record the recovered marks in the
+/// manifest, write missing seals back, cut a torn tail, remove an unneeded spare. Returns the
+/// report, the last segment with a header mapped read-write (if any) and the marks written.
+/// `day_epoch_for_new` is the day epoch a new journal would get (`None`: no writer follows;
+/// an empty journal then keeps no manifest).
 pub(crate) fn recover(
     dir: &Path,
-) -> Result<(RecoveryReport, Option<(MappedSegment, TailPosition)>), JournalError> {
-    let scan = scan_journal(dir, true)?;
-    if let Some(spare) = &scan.spare_path {
-        std::fs::remove_file(spare)
-            .map_err(|e| JournalError::io(spare, "remove spare segment", e))?;
-        segment::sync_dir(dir)?;
+    accept_damage: bool,
+    day_epoch_for_new: Option<u64>,
+) -> Result<Recovered, JournalError> {
+    remove_if_present(dir, &dir.join(manifest::MANIFEST_TMP_NAME))?;
+    let scan = scan_journal(dir, true, accept_damage)?;
+    for damage in &scan.report.accepted_damage {
+        tracing::error!(damage = %damage, "journal: damage to durable data accepted (--truncate-corrupt-tail): cutting back to the last intact record");
+    }
+    // The marks of what survives recovery go to disk before anything is changed, so a crash
+    // during the cuts below never leaves marks claiming more than the journal holds.
+    let marks = recovered_marks(&scan, day_epoch_for_new);
+    match &marks {
+        Some(marks) => manifest::write_durable(dir, marks)?,
+        None => remove_if_present(dir, &manifest::manifest_path(dir))?,
     }
     for (segment_index, path, offset_bytes) in &scan.missing_seals {
         let mapped = MappedSegment::open(path, *segment_index)?;
@@ -475,27 +596,100 @@ pub(crate) fn recover(
         mapped.sync_range(*offset_bytes, *offset_bytes + SEAL_BYTES)?;
         tracing::warn!(path = %path.display(), offset_bytes, "journal: missing seal written back");
     }
-    let Some(tail) = scan.tail else {
-        return Ok((scan.report, None));
+    let tail = match scan.tail {
+        Some(tail) => {
+            let mapped = MappedSegment::open(&tail.path, tail.segment_index)?;
+            if let Some(torn) = &scan.report.torn_tail {
+                assert!(torn.path == tail.path && torn.offset_bytes == tail.end_offset_bytes);
+                cut(
+                    &mapped,
+                    torn.offset_bytes,
+                    torn.offset_bytes + torn.cut_bytes,
+                )?;
+                tracing::warn!(
+                    path = %torn.path.display(),
+                    offset_bytes = torn.offset_bytes,
+                    cut_bytes = torn.cut_bytes,
+                    reason = torn.reason,
+                    last_seq = scan.report.last_seq,
+                    "journal: torn tail cut back to the last whole record"
+                );
+            }
+            Some((mapped, tail))
+        }
+        None => None,
     };
-    let mapped = MappedSegment::open(&tail.path, tail.segment_index)?;
-    if let Some(torn) = &scan.report.torn_tail {
-        assert!(torn.path == tail.path && torn.offset_bytes == tail.end_offset_bytes);
-        cut(
-            &mapped,
-            torn.offset_bytes,
-            torn.offset_bytes + torn.cut_bytes,
-        )?;
-        tracing::warn!(
-            path = %torn.path.display(),
-            offset_bytes = torn.offset_bytes,
-            cut_bytes = torn.cut_bytes,
-            reason = torn.reason,
-            last_seq = scan.report.last_seq,
-            "journal: torn tail cut back to the last whole record"
-        );
+    // A spare after a sealed segment (or in an empty journal) becomes the next segment; after
+    // an unsealed one it is not needed (the helper prepares a new one).
+    let continues_in_tail = tail.as_ref().is_some_and(|(_, tail)| !tail.sealed);
+    if let Some(spare) = &scan.spare_path
+        && continues_in_tail
+    {
+        std::fs::remove_file(spare)
+            .map_err(|e| JournalError::io(spare, "remove spare segment", e))?;
+        segment::sync_dir(dir)?;
     }
-    Ok((scan.report, Some((mapped, tail))))
+    Ok(Recovered {
+        report: scan.report,
+        tail,
+        marks,
+    })
+}
+
+/// What [`recover`] hands the writer.
+pub(crate) struct Recovered {
+    pub report: RecoveryReport,
+    pub tail: Option<(MappedSegment, TailPosition)>,
+    /// The manifest written (`None` only without a writer and without records).
+    pub marks: Option<ManifestState>,
+}
+
+/// After recovery every record up to the last one is on disk (the scan fsynced the files),
+/// and every segment before the tail is sealed (missing seals are written back).
+fn recovered_marks(scan: &JournalScan, day_epoch_for_new: Option<u64>) -> Option<ManifestState> {
+    let (day_epoch_unix_ns, sealed_through_segment) = match &scan.tail {
+        Some(tail) if tail.sealed => (scan.report.day_epoch_unix_ns, tail.segment_index),
+        Some(tail) => (scan.report.day_epoch_unix_ns, tail.segment_index - 1),
+        None => (day_epoch_for_new?, 0),
+    };
+    Some(ManifestState {
+        day_epoch_unix_ns,
+        sealed_through_segment,
+        synced_through_seq: scan.report.last_seq,
+        mapped_through_seq: scan.report.last_seq,
+        boot_id: manifest::current_boot_id(),
+    })
+}
+
+fn remove_if_present(dir: &Path, path: &Path) -> Result<(), JournalError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => segment::sync_dir(dir),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(JournalError::io(path, "remove", error)),
+    }
+}
+
+/// What `--truncate-corrupt-tail` does before the daemon starts: recover the journal like a
+/// writer would, but cut a damaged tail (durable records that are corrupt or missing, a
+/// missing last segment) back to the last intact record instead of refusing, and leave the
+/// directory ready for a normal start. Every cut is logged and listed in `accepted_damage`.
+/// Mid-journal corruption (intact records after the bad one) is still refused: cutting it
+/// would drop intact records; see [`truncate_after`]. Takes the directory lock.
+pub fn truncate_corrupt_tail(dir: &Path) -> Result<RecoveryReport, JournalError> {
+    let _lock = super::writer::lock_dir(dir)?;
+    let recovered = recover(dir, true, None)?;
+    if let Some((_, tail)) = &recovered.tail
+        && tail.sealed
+    {
+        // A normal start continues in the segment after a sealed one; it must exist (an
+        // empty file is an interrupted preallocation, which the writer turns into it).
+        let next = segment_path(dir, tail.segment_index + 1);
+        if !next.exists() {
+            File::create(&next).map_err(|e| JournalError::io(&next, "create segment", e))?;
+            segment::sync_dir(dir)?;
+        }
+    }
+    Ok(recovered.report)
 }
 
 /// Zero `[start, end)` of a segment, last page first, and msync it: if this is interrupted,
@@ -533,13 +727,30 @@ pub fn truncate_after(dir: &Path, seq: u64) -> Result<RecoveryReport, JournalErr
     let _lock = super::writer::lock_dir(dir)?;
     let segments = list_segments(dir)?;
     let keep_index = segment_holding(dir, &segments, seq + 1)?;
+    // Lower the marks first, durably: from here on the journal may hold less than they say.
+    if let Some(marks) = manifest::read(dir)? {
+        manifest::write_durable(dir, &marks.lowered_to(seq, keep_index - 1))?;
+    }
     // Later segments hold only records after `seq`. Remove them last first, so an
-    // interruption never leaves a hole in the indexes.
+    // interruption never leaves a hole in the indexes. The one right after the kept segment
+    // is emptied instead (an interrupted preallocation, i.e. a spare), so that a sealed kept
+    // segment never lacks its successor; it goes once the kept segment's seal is cut.
     for (segment_index, path) in segments.iter().rev() {
-        if *segment_index <= keep_index {
+        if *segment_index <= keep_index + 1 {
             break;
         }
         std::fs::remove_file(path).map_err(|e| JournalError::io(path, "remove segment", e))?;
+    }
+    let next = segment_path(dir, keep_index + 1);
+    if segments.len() as u64 > keep_index {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&next)
+            .map_err(|e| JournalError::io(&next, "open segment", e))?;
+        file.set_len(0)
+            .map_err(|e| JournalError::io(&next, "empty segment", e))?;
+        file.sync_all()
+            .map_err(|e| JournalError::io(&next, "fsync segment", e))?;
     }
     segment::sync_dir(dir)?;
     let path = segment_path(dir, keep_index);
@@ -550,6 +761,8 @@ pub fn truncate_after(dir: &Path, seq: u64) -> Result<RecoveryReport, JournalErr
         cut(&mapped, start_bytes, end_bytes)?;
     }
     drop(mapped);
+    // The cut started at or before the kept segment's seal: it is unsealed now.
+    remove_if_present(dir, &next)?;
     let report = verify(dir)?;
     tracing::warn!(path = %path.display(), seq, last_seq = report.last_seq, "journal truncated");
     Ok(report)

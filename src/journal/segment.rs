@@ -193,7 +193,11 @@ pub fn parse_segment_name(name: &str) -> Option<u64> {
 }
 
 /// Directory entries that may live next to segments without being segments.
-const ALLOWED_NAMES: [&str; 1] = ["snapshots"];
+const ALLOWED_NAMES: [&str; 3] = [
+    "snapshots",
+    super::manifest::MANIFEST_NAME,
+    super::manifest::MANIFEST_TMP_NAME,
+];
 
 /// The segment files of a journal directory in index order. Any other entry is a foreign
 /// file; indexes must run 1, 2, 3, … without a hole.
@@ -290,12 +294,35 @@ impl MappedSegment {
         segment_index: u64,
         segment_bytes: u64,
     ) -> Result<Self, JournalError> {
+        Self::create_with(dir, segment_index, segment_bytes, false)
+    }
+
+    /// As [`MappedSegment::create`], but a file already there (a spare that recovery found
+    /// all zero) is emptied and made the segment instead of being an error. Removing the
+    /// spare first would open a window where a sealed segment has no successor on disk.
+    pub fn create_or_reuse(
+        dir: &Path,
+        segment_index: u64,
+        segment_bytes: u64,
+    ) -> Result<Self, JournalError> {
+        Self::create_with(dir, segment_index, segment_bytes, true)
+    }
+
+    fn create_with(
+        dir: &Path,
+        segment_index: u64,
+        segment_bytes: u64,
+        reuse: bool,
+    ) -> Result<Self, JournalError> {
         assert!(segment_bytes.is_multiple_of(PAGE_BYTES) && segment_bytes >= 2 * PAGE_BYTES);
         let path = segment_path(dir, segment_index);
+        // Reusing truncates to 0 first: interrupted anywhere, the file is still all zero.
         let file = OpenOptions::new()
             .read(true)
             .write(true)
-            .create_new(true)
+            .create_new(!reuse)
+            .create(reuse)
+            .truncate(reuse)
             .open(&path)
             .map_err(|e| JournalError::io(&path, "create segment", e))?;
         let prepared = preallocate(&file, &path, segment_bytes).and_then(|()| {
@@ -304,8 +331,10 @@ impl MappedSegment {
             sync_dir(dir)?;
             Self::map(file, path.clone(), segment_index, segment_bytes)
         });
-        if prepared.is_err() {
-            // Leave no half-made file behind: recovery would have to explain it.
+        if prepared.is_err() && !reuse {
+            // Leave no half-made file behind: recovery would have to explain it. (A reused
+            // spare stays: all zero, it is still a spare, and it may be a sealed segment's
+            // required successor.)
             let _ = std::fs::remove_file(&path);
         }
         let mut segment = prepared?;

@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 
 use crossbeam::channel::{self, Receiver, Sender, TrySendError};
 
+use super::manifest::LiveManifest;
 use super::record::{SEAL_BYTES, record_span_bytes, write_record, write_seal};
 use super::recovery::{self, RecoveryReport};
 use super::segment::{self, HEADER_BYTES, MappedSegment, SegmentHeader};
@@ -34,6 +35,11 @@ pub struct JournalWriter {
     retired_unflushed: Vec<(MappedSegment, u64, u64)>,
     durable_seq: Arc<AtomicU64>,
     confirmed_seq: Arc<AtomicU64>,
+    /// The durable marks (flushed and sealed through), updated in place on every flush and
+    /// seal; recovery refuses damage below them instead of cutting it as a torn tail.
+    manifest: LiveManifest,
+    /// Tests: drop like a killed process (no final sync, no mark updates, spare left).
+    crash_on_drop: bool,
     helper: Helper,
     _lock: File,
 }
@@ -53,8 +59,12 @@ impl JournalWriter {
         }
         ensure_dir(&config.dir, config.create_dir)?;
         let lock = lock_dir(&config.dir)?;
-        let (mut report, tail) = recovery::recover(&config.dir)?;
-        let (current, write_offset_bytes) = match tail {
+        let recovered = recovery::recover(&config.dir, false, Some(day_epoch_unix_ns_for_new))?;
+        let mut report = recovered.report;
+        let marks = recovered
+            .marks
+            .expect("a writer's recovery always writes the marks");
+        let (current, write_offset_bytes) = match recovered.tail {
             None => {
                 report.day_epoch_unix_ns = day_epoch_unix_ns_for_new;
                 report.segments = 1;
@@ -81,8 +91,13 @@ impl JournalWriter {
             Some((mapped, tail)) => (mapped, tail.end_offset_bytes),
         };
         current.prefault(write_offset_bytes);
+        assert!(marks.day_epoch_unix_ns == report.day_epoch_unix_ns);
+        assert!(marks.sealed_through_segment + 1 == current.segment_index);
+        let manifest = LiveManifest::open(&config.dir, marks)?;
         let helper = Helper::spawn(&config, current.segment_index + 1)?;
         let writer = JournalWriter {
+            manifest,
+            crash_on_drop: false,
             day_epoch_unix_ns: report.day_epoch_unix_ns,
             flushed_offset_bytes: write_offset_bytes,
             write_offset_bytes,
@@ -181,6 +196,9 @@ impl JournalWriter {
         // Seal first, then the header: a reader that finds the seal waits for the header.
         // SAFETY: only writer of the prepared segment (the helper hands it over whole).
         unsafe { header.publish(next.bytes()) };
+        // The successor exists (the helper fsynced its file and directory entry) and is
+        // published: the mark may say so.
+        self.manifest.record_seal(self.current.segment_index);
         let retired = std::mem::replace(&mut self.current, next);
         let retired_end_bytes = self.write_offset_bytes + SEAL_BYTES;
         let retired_flushed_bytes = self.flushed_offset_bytes;
@@ -206,13 +224,22 @@ impl JournalWriter {
     /// Returns the durable sequence number.
     pub fn flush(&mut self) -> Result<u64, JournalError> {
         let written_seq = self.next_seq - 1;
-        if self.config.durability != Durability::Async {
+        let synced = self.config.durability != Durability::Async;
+        if synced {
             self.sync_retired()?;
             self.current
                 .sync_range(self.flushed_offset_bytes, self.write_offset_bytes)?;
             self.flushed_offset_bytes = self.write_offset_bytes;
         }
         assert!(self.durable_seq.load(Ordering::Relaxed) <= written_seq);
+        // Mark first, then release outputs: anything acknowledged is below the mark, so
+        // recovery never cuts it silently. (A store into the manifest mapping; no syscall.)
+        let marks = self.manifest.state();
+        if written_seq > marks.mapped_through_seq
+            || (synced && written_seq > marks.synced_through_seq)
+        {
+            self.manifest.record_flush(written_seq, synced);
+        }
         self.durable_seq.store(written_seq, Ordering::Release);
         Ok(written_seq)
     }
@@ -224,8 +251,17 @@ impl JournalWriter {
             .sync_range(self.flushed_offset_bytes, self.write_offset_bytes)?;
         self.flushed_offset_bytes = self.write_offset_bytes;
         let written_seq = self.next_seq - 1;
+        self.manifest.record_flush(written_seq, true);
+        self.manifest.sync()?;
         self.durable_seq.store(written_seq, Ordering::Release);
         Ok(written_seq)
+    }
+
+    /// Tests: make dropping this writer behave like the process being killed (nothing synced
+    /// or marked after the last `flush`, the prepared spare left behind).
+    #[cfg(test)]
+    pub(crate) fn crash(mut self) {
+        self.crash_on_drop = true;
     }
 
     fn sync_retired(&mut self) -> Result<(), JournalError> {
@@ -282,12 +318,16 @@ impl JournalWriter {
 
 impl Drop for JournalWriter {
     fn drop(&mut self) {
+        if self.crash_on_drop {
+            self.helper.stop(false);
+            return;
+        }
         if self.config.durability != Durability::Async
             && let Err(error) = self.sync_all()
         {
             tracing::error!(%error, "journal: final sync failed");
         }
-        self.helper.stop();
+        self.helper.stop(true);
     }
 }
 
@@ -309,7 +349,9 @@ fn start_segment(
     first_seq: u64,
     day_epoch_unix_ns: u64,
 ) -> Result<MappedSegment, JournalError> {
-    let segment = MappedSegment::create(&config.dir, segment_index, config.segment_bytes)?;
+    // A spare left there is all zero (recovery checked) and may be the required successor of
+    // a sealed segment: it is reused, never removed first.
+    let segment = MappedSegment::create_or_reuse(&config.dir, segment_index, config.segment_bytes)?;
     let header = SegmentHeader {
         segment_index,
         first_seq,
@@ -432,13 +474,16 @@ impl Helper {
         }
     }
 
-    /// Stop the thread and remove a prepared but unused spare.
-    fn stop(&mut self) {
+    /// Stop the thread and (if `remove_spare`) remove a prepared but unused spare.
+    fn stop(&mut self, remove_spare: bool) {
         drop(self.requests.take());
         if let Some(thread) = self.thread.take()
             && thread.join().is_err()
         {
             tracing::error!("journal helper thread panicked");
+        }
+        if !remove_spare {
+            return;
         }
         if let Ok(Ok(spare)) = self.prepared.try_recv() {
             let path = spare.path.clone();

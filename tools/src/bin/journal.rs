@@ -24,7 +24,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Check every header and record; report a torn tail without changing anything.
+    /// Check every header and record and the manifest's marks (a missing segment, damage to
+    /// durable records); report a torn tail without changing anything.
     Verify { dir: PathBuf },
     /// Print records human-readably (OUCH decoded).
     Dump {
@@ -83,6 +84,17 @@ fn verify_command(dir: &Path) -> Result<(), String> {
         r.segments, r.records, r.last_seq, r.data_bytes
     );
     println!("last timestamp {}", clock(r.last_timestamp.0));
+    match &r.manifest {
+        Some(m) => println!(
+            "manifest: sealed through segment {} (next expected {}), durable through seq {} (synced {}, in the mapping {})",
+            m.sealed_through_segment,
+            m.sealed_through_segment + 1,
+            r.durable_seq,
+            m.synced_through_seq,
+            m.mapped_through_seq
+        ),
+        None => println!("manifest: none (a journal from before manifests: seal checks only)"),
+    }
     match &r.torn_tail {
         Some(t) => println!(
             "torn tail: {} at offset {} ({} bytes, {}); a writer would cut it",
