@@ -771,7 +771,7 @@ pub(crate) fn cut(
 pub fn truncate_after(dir: &Path, seq: u64) -> Result<RecoveryReport, JournalError> {
     let _lock = super::writer::lock_dir(dir)?;
     let segments = list_segments(dir)?;
-    let keep_index = segment_holding(dir, &segments, seq + 1)?;
+    let keep_index = segment_holding(dir, &segments, seq.saturating_add(1))?;
     // Lower the marks first, durably: from here on the journal may hold less than they say.
     if let Some(marks) = manifest::read(dir)? {
         manifest::write_durable(dir, &marks.lowered_to(seq, keep_index - 1))?;
@@ -928,6 +928,30 @@ mod tests {
         unsafe { heap.view().write(offsets[2] as usize + 35, &[0xFF]) };
         let middle = check_segment_image(heap.view(), 0).expect_err("intact records follow");
         assert!(matches!(middle, JournalError::Corrupt { .. }), "{middle}");
+    }
+
+    /// A header whose first sequence number is the largest there is, with a record carrying
+    /// it: the next number does not exist, so the file is corrupt, never an overflow panic.
+    #[test]
+    fn sequence_number_at_the_top_of_the_range_is_an_error_not_a_panic() {
+        let heap = HeapBytes::zeroed(IMAGE_BYTES);
+        let header = SegmentHeader {
+            segment_index: 1,
+            first_seq: u64::MAX,
+            day_epoch_unix_ns: 0,
+            created_unix_ns: 0,
+            segment_bytes: IMAGE_BYTES as u64,
+            max_payload_bytes: 64,
+        };
+        // SAFETY: a private buffer; this test is its only user.
+        unsafe {
+            header.publish(heap.view());
+            write_record(heap.view(), HEADER_BYTES, u64::MAX, Timestamp(1), 1, b"top");
+        }
+        for durable_seq in [0, u64::MAX] {
+            let result = check_segment_image(heap.view(), durable_seq);
+            assert!(result.is_err(), "{result:?}");
+        }
     }
 
     #[test]

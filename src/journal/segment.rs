@@ -30,6 +30,8 @@ use super::shared::SharedBytes;
 pub const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"BOURSEJ\x01");
 pub const FORMAT_VERSION: u32 = 1;
 pub const HEADER_BYTES: u64 = 64;
+/// Largest first sequence number a header may carry (2^62).
+pub const MAX_FIRST_SEQ: u64 = 1 << 62;
 pub const SEGMENT_SUFFIX: &str = ".seg";
 /// Segment sizes are whole pages so msync ranges and preallocation stay simple.
 pub const PAGE_BYTES: u64 = 4096;
@@ -117,6 +119,11 @@ impl SegmentHeader {
                 16,
                 "segment index or first sequence number is 0",
             ));
+        }
+        if header.first_seq > MAX_FIRST_SEQ {
+            // Far beyond any real journal; keeps every later sequence number (at most one
+            // per 32 bytes of segments) from overflowing.
+            return Err(corrupt(path, 24, "first sequence number out of range"));
         }
         Ok(HeaderState::Valid(header))
     }
