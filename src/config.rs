@@ -302,9 +302,9 @@ impl Config {
                 return Err(format!("account {:?} is defined twice", a.username));
             }
         }
-        crate::exchange::Exchange::new(self.venue())
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        // The venue's own checks, without building the exchange: that would allocate and
+        // prefault every book and token table on each parse (`bourse admin`, every tool).
+        self.venue().specs().map(|_| ()).map_err(|e| e.to_string())
     }
 
     /// The venue definition the state machine runs with (no passwords).
@@ -397,5 +397,25 @@ mod tests {
         let mut c = Config::embedded_default();
         c.feed.group = "127.0.0.1:1".parse().unwrap();
         assert!(c.check().unwrap_err().contains("multicast"));
+    }
+
+    /// Parsing checks the venue without building the exchange: limits whose tables would
+    /// need hundreds of gigabytes parse in no time (the daemon meets them at start), where
+    /// parsing used to allocate (and prefault) every book and token table, aborting here.
+    #[test]
+    fn parsing_does_not_build_the_books() {
+        let text = format!(
+            "{}\n[limits]\norders_per_symbol = 4000000000\nlevels_per_side = 4000000000\n\
+             tokens_per_account = 4000000000\n",
+            "[[accounts]]\nusername = \"A\"\npassword = \"p\"\nfirm = \"F\"\n\
+             [[symbols]]\nsymbol = \"X\"\ntick = 1\n"
+        );
+        let started = std::time::Instant::now();
+        let config = Config::parse(&text, "t").expect("valid");
+        assert_eq!(config.limits.orders_per_symbol, 4_000_000_000);
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        let zero = text.replace("tokens_per_account = 4000000000", "tokens_per_account = 0");
+        let error = Config::parse(&zero, "t").unwrap_err().to_string();
+        assert!(error.contains("limit"), "{error}");
     }
 }
