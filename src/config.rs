@@ -101,6 +101,10 @@ pub struct JournalConfig {
     pub segment_bytes: u64,
     /// Largest journal record payload (the start-of-day record holds the venue definition).
     pub max_payload_bytes: u32,
+    /// `--truncate-corrupt-tail` (a command-line flag, never read from the file): cut a
+    /// damaged durable tail of the journal the daemon opens instead of refusing to start.
+    #[serde(skip)]
+    pub truncate_corrupt_tail: bool,
 }
 
 impl Default for JournalConfig {
@@ -109,6 +113,7 @@ impl Default for JournalConfig {
             dir: "data/journal".into(),
             durability: DurabilityMode::Flush,
             segment_bytes: 256 << 20,
+            truncate_corrupt_tail: false,
             max_payload_bytes: 1 << 20,
         }
     }
@@ -541,5 +546,25 @@ mod tests {
             Some(PathBuf::from("/etc/bourse/admin.key"))
         );
         assert_eq!(parsed.admin.request_timeout_ms, 500);
+    }
+
+    /// Parsing checks the venue without building the exchange: limits whose tables would
+    /// need hundreds of gigabytes parse in no time (the daemon meets them at start), where
+    /// parsing used to allocate (and prefault) every book and token table, aborting here.
+    #[test]
+    fn parsing_does_not_build_the_books() {
+        let text = format!(
+            "{}\n[limits]\norders_per_symbol = 2000000000\nlevels_per_side = 1000000000\n\
+             tokens_per_account = 4000000000\n",
+            "[[accounts]]\nusername = \"A\"\npassword = \"p\"\nfirm = \"F\"\n\
+             [[symbols]]\nsymbol = \"X\"\ntick = 1\n"
+        );
+        let started = std::time::Instant::now();
+        let config = Config::parse(&text, "t").expect("valid");
+        assert_eq!(config.limits.orders_per_symbol, 2_000_000_000);
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        let zero = text.replace("tokens_per_account = 4000000000", "tokens_per_account = 0");
+        let error = Config::parse(&zero, "t").unwrap_err().to_string();
+        assert!(error.contains("limit"), "{error}");
     }
 }

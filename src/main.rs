@@ -38,6 +38,11 @@ enum Command {
         /// TOML configuration file (see README "Configuration").
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Accept a damaged journal tail: cut durable records that are corrupt or missing at
+        /// the end (or a missing last segment) back to the last intact record, instead of
+        /// refusing to start. Records after that point are lost; see README "Durability".
+        #[arg(long)]
+        truncate_corrupt_tail: bool,
     },
     /// Follow the primary named by [replication] primary: journal and apply every record as
     /// it arrives, and take over (order entry, feed, re-request, snapshot) when it is gone.
@@ -45,6 +50,9 @@ enum Command {
         /// TOML configuration file; its [journal] dir is the standby's own.
         #[arg(long)]
         config: PathBuf,
+        /// As for `run`: cut a damaged journal tail instead of refusing to start.
+        #[arg(long)]
+        truncate_corrupt_tail: bool,
     },
     /// Recompute every output of a journal offline with the pure core and print digests
     /// (SHA-256 of the ITCH stream and of each account's OUCH stream, state digest).
@@ -84,8 +92,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let log_format = cli.log_format;
     let result = match cli.command {
-        Command::Run { config } => run(config, log_format),
-        Command::Standby { config } => standby(config, log_format),
+        Command::Run {
+            config,
+            truncate_corrupt_tail,
+        } => run(config, log_format, truncate_corrupt_tail),
+        Command::Standby {
+            config,
+            truncate_corrupt_tail,
+        } => standby(config, log_format, truncate_corrupt_tail),
         Command::Replay { journal, itch_out } => replay(&journal, itch_out),
         Command::Admin { config, action } => admin_command(config, action),
     };
@@ -120,9 +134,14 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-fn run(config: Option<PathBuf>, log_format: LogFormat) -> Result<(), String> {
+fn run(
+    config: Option<PathBuf>,
+    log_format: LogFormat,
+    truncate_corrupt_tail: bool,
+) -> Result<(), String> {
     init_logging(log_format);
-    let config = load_config(config)?;
+    let mut config = load_config(config)?;
+    config.journal.truncate_corrupt_tail = truncate_corrupt_tail;
     let stop = stop_on_signals()?;
     let publisher = PublisherConfig::from_feed(&config.feed)?;
     let make_feed = |next_seq| {
@@ -134,9 +153,14 @@ fn run(config: Option<PathBuf>, log_format: LogFormat) -> Result<(), String> {
     daemon.run()
 }
 
-fn standby(config: PathBuf, log_format: LogFormat) -> Result<(), String> {
+fn standby(
+    config: PathBuf,
+    log_format: LogFormat,
+    truncate_corrupt_tail: bool,
+) -> Result<(), String> {
     init_logging(log_format);
-    let config = load_config(Some(config))?;
+    let mut config = load_config(Some(config))?;
+    config.journal.truncate_corrupt_tail = truncate_corrupt_tail;
     let stop = stop_on_signals()?;
     let publisher = PublisherConfig::from_feed(&config.feed)?;
     let make_feed = |next_seq| {

@@ -424,6 +424,9 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
         layout: Layout,
         mut progress: impl FnMut(u64, u64),
     ) -> Result<Self, String> {
+        if config.journal.truncate_corrupt_tail && dir.exists() {
+            truncate_damaged_tail(&dir)?;
+        }
         let journal_config = journal_config(config, &dir);
         let (writer, report) =
             JournalWriter::open_or_create(journal_config, day_epoch).map_err(|e| e.to_string())?;
@@ -595,6 +598,22 @@ impl Replaying {
             Replaying::Sharded(split) => split.marker(marker, streams),
         }
     }
+}
+
+/// `--truncate-corrupt-tail`: cut a damaged durable tail back to the last intact record
+/// (what the operator asked for after a refusal), logging what was lost.
+fn truncate_damaged_tail(dir: &std::path::Path) -> Result<(), String> {
+    let report = crate::journal::truncate_corrupt_tail(dir).map_err(|e| e.to_string())?;
+    if report.accepted_damage.is_empty() {
+        tracing::info!(dir = %dir.display(), "--truncate-corrupt-tail: the journal has no damaged tail; nothing cut");
+    }
+    for damage in &report.accepted_damage {
+        tracing::error!(
+            last_seq = report.last_seq,
+            "--truncate-corrupt-tail: cut back to the last intact record: {damage}"
+        );
+    }
+    Ok(())
 }
 
 fn replay_journal<F: FeedOut>(

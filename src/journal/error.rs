@@ -48,6 +48,19 @@ pub enum JournalError {
         offset_bytes: u64,
         reason: &'static str,
     },
+    /// A segment file the journal must have is missing (the last one deleted, say).
+    MissingSegment { path: PathBuf, reason: &'static str },
+    /// A record at or below the durable mark (so possibly acknowledged) is corrupt or
+    /// missing at the end of the journal: not a torn tail, so not cut without the operator.
+    DamagedTail {
+        path: PathBuf,
+        offset_bytes: u64,
+        reason: &'static str,
+        /// The first record that is damaged or missing.
+        seq: u64,
+        /// Records through this one were durable.
+        durable_seq: u64,
+    },
     /// `append` was given a payload over the configured maximum.
     RecordTooLarge {
         payload_bytes: u64,
@@ -132,6 +145,22 @@ impl fmt::Display for JournalError {
                 "{}: corrupt at byte offset {offset_bytes}: {reason}",
                 path.display()
             ),
+            MissingSegment { path, reason } => write!(
+                f,
+                "{}: segment file missing ({reason}); refusing to start without it (restart with --truncate-corrupt-tail to continue from the last intact record)",
+                path.display()
+            ),
+            DamagedTail {
+                path,
+                offset_bytes,
+                reason,
+                seq,
+                durable_seq,
+            } => write!(
+                f,
+                "{}: damaged at byte offset {offset_bytes}: {reason}, at record {seq}, but records through {durable_seq} were durable (not a torn tail); refusing to cut them (restart with --truncate-corrupt-tail to drop records {seq}..={durable_seq} and anything after)",
+                path.display()
+            ),
             RecordTooLarge {
                 payload_bytes,
                 max_payload_bytes,
@@ -188,6 +217,17 @@ mod tests {
                 expected: 5,
                 found: 7,
                 what: "sequence number",
+            },
+            JournalError::MissingSegment {
+                path: "/x/00000004.seg".into(),
+                reason: "the segment before it is sealed",
+            },
+            JournalError::DamagedTail {
+                path: "/x/00000003.seg".into(),
+                offset_bytes: 4000,
+                reason: "record checksum mismatch",
+                seq: 99,
+                durable_seq: 100,
             },
         ];
         for error in &errors {

@@ -24,7 +24,9 @@
 //!   last) before the reader needs it.
 //! - **Recovery** ([`recovery`]) runs when the writer opens: it checks every header and every
 //!   record, refuses gaps, foreign files and mid-journal corruption (naming the file and byte
-//!   offset), and cuts a torn tail back to the last whole record.
+//!   offset), and cuts a torn tail back to the last whole record. The **manifest**
+//!   ([`manifest`]) tells a torn tail (above the durable mark: never acknowledged) from damage
+//!   to acknowledged records or a missing last segment, which are refused.
 //!
 //! # Durability modes and what they guarantee
 //!
@@ -60,10 +62,12 @@
 //! with [`truncate_after`] (which needs only the records it keeps to be intact).
 
 pub mod error;
+pub mod manifest;
 pub mod reader;
 pub mod record;
 pub mod recovery;
 pub mod segment;
+pub mod shared;
 pub mod writer;
 
 #[cfg(test)]
@@ -74,9 +78,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use error::JournalError;
+pub use manifest::ManifestState;
 pub use reader::JournalReader;
 pub use record::Record;
-pub use recovery::{RecoveryReport, TornTail, truncate_after, verify};
+pub use recovery::{RecoveryReport, TornTail, truncate_after, truncate_corrupt_tail, verify};
 pub use writer::JournalWriter;
 
 use record::{RECORD_HEADER_BYTES, SEAL_BYTES, record_span_bytes};

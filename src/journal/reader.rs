@@ -6,13 +6,14 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use memmap2::{Advice, Mmap};
+use memmap2::{Advice, MmapOptions, MmapRaw};
 
 use super::JournalError;
 use super::record::{Record, SEAL_BYTES, Slot, read_slot};
 use super::segment::{
     HEADER_BYTES, HeaderState, SegmentHeader, corrupt, list_segments, segment_path,
 };
+use super::shared::SharedBytes;
 use crate::types::Timestamp;
 
 /// Upper bound on slots looked at in one `next` call (skipping towards `from_seq` included).
@@ -21,7 +22,33 @@ const SLOTS_PER_CALL_LIMIT: u64 = 1 << 40;
 struct ReadSegment {
     path: PathBuf,
     header: SegmentHeader,
-    map: Mmap,
+    /// View of `_map`; the mapping is never borrowed as a slice while the writer appends.
+    bytes: SharedBytes,
+    _map: MmapRaw,
+}
+
+/// A read-only mapping and its view (valid while the `MmapRaw` lives).
+pub(crate) struct Mapped {
+    pub bytes: SharedBytes,
+    pub map: MmapRaw,
+}
+
+impl Mapped {
+    /// Map `file` (`file_bytes` long, at least a header and a seal) read-only.
+    pub fn read_only(path: &Path, file: &File) -> Result<Mapped, JournalError> {
+        // A raw mapping hands out its pointer without making a slice reference over bytes
+        // the writer may be appending to (`Mmap` would, through `Deref`).
+        let map = MmapOptions::new()
+            .map_raw_read_only(file)
+            .map_err(|e| JournalError::io(path, "map segment", e))?;
+        let _ = map.advise(Advice::Sequential);
+        // SAFETY: the pointer comes from the mapping (page aligned) and stays valid while
+        // `map` lives; moving an `MmapRaw` does not move the mapping. The view is only read
+        // through (the mapping is read-only): the journal writer never shortens a segment
+        // while it is mapped.
+        let bytes = unsafe { SharedBytes::new(map.as_mut_ptr(), map.len()) };
+        Ok(Mapped { bytes, map })
+    }
 }
 
 /// Reads records in sequence order. At the live end `next` returns `Ok(None)` ("nothing
@@ -31,7 +58,7 @@ pub struct JournalReader {
     dir: PathBuf,
     segment: ReadSegment,
     /// The segment after a seal, mapped but whose header was not published yet.
-    pending: Option<(PathBuf, Mmap)>,
+    pending: Option<(PathBuf, Mapped)>,
     offset_bytes: u64,
     /// Sequence number of the record at `offset_bytes`.
     next_seq: u64,
@@ -133,11 +160,14 @@ impl JournalReader {
     }
 
     fn record(&self, found: Found) -> Record<'_> {
+        let (start, bytes) = (found.payload.start, found.payload.len());
         Record {
             seq: found.seq,
             timestamp: found.timestamp,
             kind: found.kind,
-            payload: &self.segment.map[found.payload],
+            // SAFETY: the record was published (its commit word loaded with Acquire) and is
+            // never written again; the mapping lives in `self.segment` for the borrow.
+            payload: unsafe { self.segment.bytes.slice(start, bytes) },
         }
     }
 
@@ -145,7 +175,7 @@ impl JournalReader {
         for _ in 0..SLOTS_PER_CALL_LIMIT {
             let segment = &self.segment;
             match read_slot(
-                &segment.map,
+                segment.bytes,
                 self.offset_bytes,
                 segment.header.max_payload_bytes,
             ) {
@@ -207,12 +237,12 @@ impl JournalReader {
                 None => return Ok(false),
             }
         }
-        let (path, map) = self.pending.as_ref().expect("mapped above");
-        let header = match SegmentHeader::load_published(path, map)? {
+        let (path, mapped) = self.pending.as_ref().expect("mapped above");
+        let header = match SegmentHeader::load_published(path, mapped.bytes)? {
             HeaderState::Blank => return Ok(false),
             HeaderState::Valid(header) => header,
         };
-        if header.segment_bytes != map.len() as u64 {
+        if header.segment_bytes != mapped.bytes.len() as u64 {
             // Mapped while the file was still being sized: map it again next time.
             self.pending = None;
             return Ok(false);
@@ -224,8 +254,13 @@ impl JournalReader {
             next_index,
             self.next_seq,
         )?;
-        let (path, map) = self.pending.take().expect("checked above");
-        self.segment = ReadSegment { path, header, map };
+        let (path, mapped) = self.pending.take().expect("checked above");
+        self.segment = ReadSegment {
+            path,
+            header,
+            bytes: mapped.bytes,
+            _map: mapped.map,
+        };
         self.offset_bytes = HEADER_BYTES;
         Ok(true)
     }
@@ -279,26 +314,29 @@ fn read_header(path: &Path) -> Result<HeaderState, JournalError> {
 
 /// Map a segment with a published header (`None` if it is still blank).
 fn map_segment(path: &Path) -> Result<Option<ReadSegment>, JournalError> {
-    let Some(map) = map_file(path)? else {
+    let Some(mapped) = map_file(path)? else {
         return Ok(None);
     };
-    match SegmentHeader::load_published(path, &map)? {
+    match SegmentHeader::load_published(path, mapped.bytes)? {
         HeaderState::Blank => Ok(None),
-        HeaderState::Valid(header) if header.segment_bytes != map.len() as u64 => Err(corrupt(
-            path,
-            48,
-            "file length differs from the header's segment size",
-        )),
+        HeaderState::Valid(header) if header.segment_bytes != mapped.bytes.len() as u64 => {
+            Err(corrupt(
+                path,
+                48,
+                "file length differs from the header's segment size",
+            ))
+        }
         HeaderState::Valid(header) => Ok(Some(ReadSegment {
             path: path.to_path_buf(),
             header,
-            map,
+            bytes: mapped.bytes,
+            _map: mapped.map,
         })),
     }
 }
 
 /// Map a whole segment file read-only; `None` if it does not exist (yet) or is too short.
-fn map_file(path: &Path) -> Result<Option<Mmap>, JournalError> {
+fn map_file(path: &Path) -> Result<Option<Mapped>, JournalError> {
     let file = match File::open(path) {
         Ok(file) => file,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -311,9 +349,5 @@ fn map_file(path: &Path) -> Result<Option<Mmap>, JournalError> {
     if bytes < HEADER_BYTES + SEAL_BYTES {
         return Ok(None);
     }
-    // SAFETY: read-only mapping; the writer publishes through atomics and never rewrites
-    // published bytes while readers run.
-    let map = unsafe { Mmap::map(&file) }.map_err(|e| JournalError::io(path, "map segment", e))?;
-    let _ = map.advise(Advice::Sequential);
-    Ok(Some(map))
+    Mapped::read_only(path, &file).map(Some)
 }

@@ -17,8 +17,8 @@
 //! The writer keeps room for a seal after every record, so a seal always fits.
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicU32, Ordering};
 
+use super::shared::SharedBytes;
 use crate::types::Timestamp;
 
 pub const RECORD_HEADER_BYTES: u64 = 32;
@@ -43,24 +43,19 @@ pub const fn record_span_bytes(payload_bytes: u64) -> u64 {
     (RECORD_HEADER_BYTES + payload_bytes).next_multiple_of(RECORD_ALIGN_BYTES)
 }
 
-fn commit_word(map: &[u8], offset_bytes: u64) -> &AtomicU32 {
-    let offset = offset_bytes as usize;
-    assert!(offset.is_multiple_of(RECORD_ALIGN_BYTES as usize));
-    assert!(offset + 4 <= map.len());
-    // SAFETY: in bounds and 4-aligned (mappings are page aligned, offsets 8-aligned); the
-    // mapping outlives the borrow; every concurrent access to a commit word is atomic.
-    unsafe { &*(map.as_ptr().add(offset) as *const AtomicU32) }
-}
-
-fn record_crc(length: u32, body: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(&length.to_le_bytes()), body)
+fn record_crc(length: u32, body_parts: [&[u8]; 2]) -> u32 {
+    let crc = crc32c::crc32c(&length.to_le_bytes());
+    crc32c::crc32c_append(crc32c::crc32c_append(crc, body_parts[0]), body_parts[1])
 }
 
 /// Write a record at `offset_bytes` and publish it: body and checksum first, then the length
 /// with Release, so a reader that loads a non-zero length (Acquire) sees the whole record.
-/// The caller guarantees the span plus a seal fits and that the bytes there are zero.
-pub fn write_record(
-    map: &mut [u8],
+///
+/// # Safety
+/// The caller is the storage's only writer; the span plus a seal fits and is zero and
+/// unpublished (no reader looks past the commit word at `offset_bytes` until it is non-zero).
+pub unsafe fn write_record(
+    map: SharedBytes,
     offset_bytes: u64,
     seq: u64,
     timestamp: Timestamp,
@@ -69,27 +64,36 @@ pub fn write_record(
 ) {
     let length_bytes = RECORD_HEADER_BYTES + payload.len() as u64;
     let offset = offset_bytes as usize;
-    let end = offset + length_bytes as usize;
     assert!(seq >= 1);
+    assert!(offset_bytes.is_multiple_of(RECORD_ALIGN_BYTES));
     assert!(
         offset_bytes + record_span_bytes(payload.len() as u64) + SEAL_BYTES <= map.len() as u64
     );
-    debug_assert!(commit_word(map, offset_bytes).load(Ordering::Relaxed) == 0);
+    debug_assert!(map.load_u32_acquire(offset) == 0);
     let length = u32::try_from(length_bytes).expect("max_payload_bytes keeps lengths in u32");
-    map[offset + 8..offset + 16].copy_from_slice(&seq.to_le_bytes());
-    map[offset + 16..offset + 24].copy_from_slice(&timestamp.0.to_le_bytes());
-    map[offset + 24..offset + 32].copy_from_slice(&[kind, 0, 0, 0, 0, 0, 0, 0]);
-    map[offset + 32..end].copy_from_slice(payload);
-    let crc = record_crc(length, &map[offset + 8..end]);
-    map[offset + 4..offset + 8].copy_from_slice(&crc.to_le_bytes());
-    commit_word(map, offset_bytes).store(length, Ordering::Release);
+    let mut header = [0u8; RECORD_HEADER_BYTES as usize];
+    header[8..16].copy_from_slice(&seq.to_le_bytes());
+    header[16..24].copy_from_slice(&timestamp.0.to_le_bytes());
+    header[24] = kind;
+    let crc = record_crc(length, [&header[8..], payload]);
+    header[4..8].copy_from_slice(&crc.to_le_bytes());
+    // SAFETY: the caller's contract: only writer, the bytes are unpublished until the store.
+    unsafe {
+        map.write(offset + 4, &header[4..]);
+        map.write(offset + RECORD_HEADER_BYTES as usize, payload);
+        map.store_u32_release(offset, length);
+    }
 }
 
 /// Mark the segment finished at `offset_bytes` (after its last record).
-pub fn write_seal(map: &mut [u8], offset_bytes: u64) {
+///
+/// # Safety
+/// The caller is the storage's only writer.
+pub unsafe fn write_seal(map: SharedBytes, offset_bytes: u64) {
     assert!(offset_bytes + SEAL_BYTES <= map.len() as u64);
-    assert!(commit_word(map, offset_bytes).load(Ordering::Relaxed) == 0);
-    commit_word(map, offset_bytes).store(SEAL_WORD, Ordering::Release);
+    assert!(map.load_u32_acquire(offset_bytes as usize) == 0);
+    // SAFETY: only writer (the caller's contract); readers load the word atomically.
+    unsafe { map.store_u32_release(offset_bytes as usize, SEAL_WORD) };
 }
 
 /// What a reader finds at an offset.
@@ -113,9 +117,9 @@ pub enum Slot {
 
 /// Decode the slot at `offset_bytes`, loading the commit word with Acquire.
 /// `max_payload_bytes` bounds the length; the record (and a seal after it) must fit.
-pub fn read_slot(map: &[u8], offset_bytes: u64, max_payload_bytes: u32) -> Slot {
+pub fn read_slot(map: SharedBytes, offset_bytes: u64, max_payload_bytes: u32) -> Slot {
     assert!(offset_bytes + SEAL_BYTES <= map.len() as u64);
-    let length = commit_word(map, offset_bytes).load(Ordering::Acquire);
+    let length = map.load_u32_acquire(offset_bytes as usize);
     if length == 0 {
         return Slot::End;
     }
@@ -137,35 +141,34 @@ pub fn read_slot(map: &[u8], offset_bytes: u64, max_payload_bytes: u32) -> Slot 
         };
     }
     let offset = offset_bytes as usize;
-    let end = offset + length_bytes as usize;
-    let stored_crc = u32::from_le_bytes(map[offset + 4..offset + 8].try_into().expect("4"));
-    if record_crc(length, &map[offset + 8..end]) != stored_crc {
+    // SAFETY: the commit word was loaded with Acquire and is a length: the writer stored the
+    // record's bytes before it (Release) and never writes them again. (Junk found by recovery
+    // has no writer at all.)
+    let record = unsafe { map.slice(offset, length_bytes as usize) };
+    let stored_crc = u32::from_le_bytes(record[4..8].try_into().expect("4"));
+    if record_crc(length, [&record[8..], &[]]) != stored_crc {
         return Slot::Invalid {
             reason: "record checksum mismatch",
         };
     }
-    if map[offset + 25..offset + 32].iter().any(|&b| b != 0) {
+    if record[25..32].iter().any(|&b| b != 0) {
         return Slot::Invalid {
             reason: "record reserved bytes are not zero",
         };
     }
     Slot::Valid {
-        seq: u64::from_le_bytes(map[offset + 8..offset + 16].try_into().expect("8")),
-        timestamp: Timestamp(u64::from_le_bytes(
-            map[offset + 16..offset + 24].try_into().expect("8"),
-        )),
-        kind: map[offset + 24],
-        payload: offset + RECORD_HEADER_BYTES as usize..end,
+        seq: u64::from_le_bytes(record[8..16].try_into().expect("8")),
+        timestamp: Timestamp(u64::from_le_bytes(record[16..24].try_into().expect("8"))),
+        kind: record[24],
+        payload: offset + RECORD_HEADER_BYTES as usize..offset + length_bytes as usize,
         span_bytes,
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::shared::HeapBytes;
     use super::*;
-
-    #[repr(C, align(8))]
-    struct Buffer([u8; 512]);
 
     fn valid(slot: Slot) -> (u64, Timestamp, u8, Range<usize>, u64) {
         match slot {
@@ -180,6 +183,20 @@ mod tests {
         }
     }
 
+    /// A heap buffer holding `bytes` (for damaged copies).
+    fn heap_with(bytes: &[u8]) -> HeapBytes {
+        let heap = HeapBytes::zeroed(bytes.len());
+        // SAFETY: a fresh buffer with no other user.
+        unsafe { heap.view().write(0, bytes) };
+        heap
+    }
+
+    fn contents(map: SharedBytes) -> Vec<u8> {
+        let mut out = vec![0u8; map.len()];
+        map.copy_out(0, &mut out);
+        out
+    }
+
     #[test]
     fn span_is_aligned() {
         assert_eq!(record_span_bytes(0), 32);
@@ -190,31 +207,64 @@ mod tests {
 
     #[test]
     fn record_round_trip() {
-        let mut buffer = Buffer([0; 512]);
-        let map = &mut buffer.0[..];
+        let heap = HeapBytes::zeroed(512);
+        let map = heap.view();
         assert_eq!(read_slot(map, 0, 256), Slot::End);
-        write_record(map, 0, 7, Timestamp(123_456), 4, b"hello");
+        // SAFETY: this test is the buffer's only user.
+        unsafe { write_record(map, 0, 7, Timestamp(123_456), 4, b"hello") };
         let (seq, timestamp, kind, payload, span) = valid(read_slot(map, 0, 256));
         assert_eq!((seq, timestamp, kind, span), (7, Timestamp(123_456), 4, 40));
-        assert_eq!(&map[payload], b"hello");
+        // SAFETY: published, no writer while the slice lives.
+        assert_eq!(unsafe { map.slice(payload.start, payload.len()) }, b"hello");
         assert_eq!(read_slot(map, 40, 256), Slot::End);
-        write_record(map, 40, 8, Timestamp(123_457), 5, &[]);
+        // SAFETY: only user.
+        unsafe { write_record(map, 40, 8, Timestamp(123_457), 5, &[]) };
         let (seq, _, kind, payload, span) = valid(read_slot(map, 40, 256));
         assert_eq!((seq, kind, payload.len(), span), (8, 5, 0, 32));
-        write_seal(map, 72);
+        // SAFETY: only user.
+        unsafe { write_seal(map, 72) };
         assert_eq!(read_slot(map, 72, 256), Slot::Seal);
+    }
+
+    /// The byte layout of the module docs, written out by hand: journals already on disk
+    /// (replay-logs/) must keep reading, so the encoding may never drift.
+    #[test]
+    fn layout_is_the_documented_one() {
+        let heap = HeapBytes::zeroed(64);
+        // SAFETY: only user.
+        unsafe { write_record(heap.view(), 0, 3, Timestamp(0x0102), 9, b"xy") };
+        let bytes = contents(heap.view());
+        let mut expected = [0u8; 40];
+        expected[0..4].copy_from_slice(&34u32.to_le_bytes());
+        expected[8..16].copy_from_slice(&3u64.to_le_bytes());
+        expected[16..24].copy_from_slice(&0x0102u64.to_le_bytes());
+        expected[24] = 9;
+        expected[32..34].copy_from_slice(b"xy");
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&34u32.to_le_bytes()), &expected[8..34]);
+        expected[4..8].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(&bytes[..40], &expected[..]);
+        assert!(bytes[40..].iter().all(|&b| b == 0));
     }
 
     #[test]
     fn crc_catches_every_flipped_bit() {
-        let mut buffer = Buffer([0; 512]);
-        write_record(&mut buffer.0, 0, 1, Timestamp(99), 2, b"payload bytes");
+        let heap = HeapBytes::zeroed(512);
+        // SAFETY: only user.
+        unsafe { write_record(heap.view(), 0, 1, Timestamp(99), 2, b"payload bytes") };
+        let pristine = contents(heap.view());
         let length = RECORD_HEADER_BYTES as usize + 13;
+        // Miri is ~1000x slower: every byte, but one bit per byte there.
+        let bits: &[u8] = if cfg!(miri) {
+            &[3]
+        } else {
+            &[0, 1, 2, 3, 4, 5, 6, 7]
+        };
         for byte in 0..length {
-            for bit in 0..8 {
-                let mut damaged = Buffer(buffer.0);
-                damaged.0[byte] ^= 1 << bit;
-                let slot = read_slot(&damaged.0, 0, 256);
+            for &bit in bits {
+                let mut damaged_bytes = pristine.clone();
+                damaged_bytes[byte] ^= 1 << bit;
+                let damaged = heap_with(&damaged_bytes);
+                let slot = read_slot(damaged.view(), 0, 256);
                 assert!(
                     matches!(slot, Slot::Invalid { .. }),
                     "byte {byte} bit {bit}: {slot:?}"
@@ -225,16 +275,63 @@ mod tests {
 
     #[test]
     fn length_bounds_are_checked() {
-        let mut buffer = Buffer([0; 512]);
-        write_record(&mut buffer.0, 0, 1, Timestamp(1), 1, &[9u8; 100]);
-        assert!(matches!(read_slot(&buffer.0, 0, 99), Slot::Invalid { .. }));
-        assert!(matches!(read_slot(&buffer.0, 0, 100), Slot::Valid { .. }));
-        buffer.0[0..4].copy_from_slice(&16u32.to_le_bytes());
-        assert!(matches!(read_slot(&buffer.0, 0, 100), Slot::Invalid { .. }));
-        buffer.0[0..4].copy_from_slice(&500u32.to_le_bytes());
-        assert!(matches!(
-            read_slot(&buffer.0, 0, 1000),
-            Slot::Invalid { .. }
-        ));
+        let heap = HeapBytes::zeroed(512);
+        let map = heap.view();
+        // SAFETY: only user (and below, for the patched length words).
+        unsafe { write_record(map, 0, 1, Timestamp(1), 1, &[9u8; 100]) };
+        assert!(matches!(read_slot(map, 0, 99), Slot::Invalid { .. }));
+        assert!(matches!(read_slot(map, 0, 100), Slot::Valid { .. }));
+        unsafe { map.write(0, &16u32.to_le_bytes()) };
+        assert!(matches!(read_slot(map, 0, 100), Slot::Invalid { .. }));
+        unsafe { map.write(0, &500u32.to_le_bytes()) };
+        assert!(matches!(read_slot(map, 0, 1000), Slot::Invalid { .. }));
+    }
+
+    /// One thread appends records and seals while another tails them through the same
+    /// storage: the commit protocol, checked for data races and aliasing by Miri
+    /// (`tools/miri.sh`). The reader sleeps instead of spinning when it finds nothing.
+    #[test]
+    fn a_reader_thread_tails_a_writer_thread() {
+        const RECORDS: u64 = if cfg!(miri) { 40 } else { 2_000 };
+        const BYTES: usize = 128 * 1024;
+        let heap = std::sync::Arc::new(HeapBytes::zeroed(BYTES));
+        let reader_heap = std::sync::Arc::clone(&heap);
+        let reader = std::thread::spawn(move || {
+            let map = reader_heap.view();
+            let mut offset_bytes = 0u64;
+            let mut seen = 0u64;
+            for _ in 0..1_000_000 {
+                match read_slot(map, offset_bytes, 64) {
+                    Slot::End => std::thread::sleep(std::time::Duration::from_micros(10)),
+                    Slot::Seal => return seen,
+                    Slot::Valid {
+                        seq,
+                        payload,
+                        span_bytes,
+                        ..
+                    } => {
+                        assert_eq!(seq, seen + 1);
+                        // SAFETY: published (Acquire above); the writer never rewrites it.
+                        let bytes = unsafe { map.slice(payload.start, payload.len()) };
+                        assert_eq!(bytes, &seq.to_le_bytes()[..(seq % 9) as usize]);
+                        seen = seq;
+                        offset_bytes += span_bytes;
+                    }
+                    Slot::Invalid { reason } => panic!("reader saw a torn record: {reason}"),
+                }
+            }
+            panic!("reader did not finish");
+        });
+        let map = heap.view();
+        let mut offset_bytes = 0u64;
+        for seq in 1..=RECORDS {
+            let payload = &seq.to_le_bytes()[..(seq % 9) as usize];
+            // SAFETY: this thread is the only writer; the reader only reads published bytes.
+            unsafe { write_record(map, offset_bytes, seq, Timestamp(seq), 1, payload) };
+            offset_bytes += record_span_bytes(payload.len() as u64);
+        }
+        // SAFETY: only writer.
+        unsafe { write_seal(map, offset_bytes) };
+        assert_eq!(reader.join().expect("reader"), RECORDS);
     }
 }

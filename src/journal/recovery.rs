@@ -9,24 +9,32 @@
 //!   record; anything else there is corruption.
 //! - In the last segment, the first bad slot (a partial record, a checksum failure, junk
 //!   after the end of data) is a **torn tail** if no valid record follows it anywhere in the
-//!   segment: it is cut (zeroed) back to the last whole record. If a valid record follows, the
-//!   journal is corrupt in the middle and is refused.
+//!   segment and its sequence number is above the manifest's durable mark ([`manifest`]): it
+//!   was never acknowledged, and is cut (zeroed) back to the last whole record. At or below
+//!   the mark it is damage to an acknowledged record, as is a journal that ends before the
+//!   mark: refused ([`JournalError::DamagedTail`]) unless the operator asks for the cut
+//!   ([`truncate_corrupt_tail`]). If a valid record follows, the journal is corrupt in the
+//!   middle and is always refused.
+//! - The manifest's *sealed through* segment must have a successor file, and so must a sealed
+//!   last segment (the writer creates the next file before it seals): a missing one is
+//!   [`JournalError::MissingSegment`].
 //! - A last file whose header is blank (all zero) and whose body is zero is the writer's
 //!   preallocated spare: ignored by `verify`, removed by the writer on open.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use memmap2::{Advice, Mmap};
-
 use super::JournalError;
+use super::manifest::{self, ManifestState};
+use super::reader::Mapped;
 use super::record::{
     RECORD_ALIGN_BYTES, SEAL_BYTES, SEAL_WORD, Slot, read_slot, record_span_bytes, write_seal,
 };
 use super::segment::{
     self, HEADER_BYTES, HeaderState, MappedSegment, SegmentHeader, corrupt, list_segments,
-    segment_path, u32_at,
+    segment_path,
 };
+use super::shared::SharedBytes;
 use crate::types::Timestamp;
 
 /// What recovery (or `verify`) found.
@@ -50,6 +58,16 @@ pub struct RecoveryReport {
     /// Full segments whose seal word was missing (lost in a machine crash while the next
     /// segment's header survived); the writer writes them back.
     pub missing_seals: u32,
+    /// The manifest's marks as found (`None`: a journal from before manifests, checked by its
+    /// seals only).
+    pub manifest: Option<ManifestState>,
+    /// Highest sequence number the journal had made durable, so possibly acknowledged (see
+    /// [`ManifestState::durable_seq`]); 0 without a manifest. Damage at or below it is
+    /// corruption, never a torn tail.
+    pub durable_seq: u64,
+    /// Damage to durable data that recovery accepted and cut only because the operator asked
+    /// for it ([`truncate_corrupt_tail`]): the one-line refusal each would have been.
+    pub accepted_damage: Vec<String>,
 }
 
 /// A partial or checksum-failing record at the very end of the data.
@@ -83,7 +101,7 @@ pub(crate) struct JournalScan {
 /// Read-only check of a journal directory, for the inspector tool and tests. Nothing is
 /// changed: a torn tail is reported, not cut.
 pub fn verify(dir: &Path) -> Result<RecoveryReport, JournalError> {
-    let scan = scan_journal(dir, false)?;
+    let scan = scan_journal(dir, false, false)?;
     if scan.tail.is_none() {
         return Err(JournalError::EmptyJournal {
             path: dir.to_path_buf(),
@@ -93,9 +111,19 @@ pub fn verify(dir: &Path) -> Result<RecoveryReport, JournalError> {
 }
 
 /// Scan every segment. `sync_files` fsyncs each segment as it goes (the writer does, so the
-/// recovered records are on disk before it reports them durable).
-pub(crate) fn scan_journal(dir: &Path, sync_files: bool) -> Result<JournalScan, JournalError> {
+/// recovered records are on disk before it reports them durable). `accept_damage` turns the
+/// refusals of a damaged tail (durable records corrupt or missing, a missing last segment)
+/// into cuts, listed in the report's `accepted_damage`.
+pub(crate) fn scan_journal(
+    dir: &Path,
+    sync_files: bool,
+    accept_damage: bool,
+) -> Result<JournalScan, JournalError> {
+    // The marks first: a live writer raises them only after the records exist, so marks read
+    // before the segments never claim more than the scan will find.
+    let manifest = manifest::read(dir)?;
     let mut segments = list_segments(dir)?;
+    let file_count = segments.len() as u64;
     // A writer killed while its helper was creating the next segment leaves that file short
     // and all zero: an interrupted preallocation, i.e. a spare, not a foreign file.
     let mut spare_path = None;
@@ -112,18 +140,31 @@ pub(crate) fn scan_journal(dir: &Path, sync_files: bool) -> Result<JournalScan, 
     }
     let mut report = RecoveryReport {
         spare_segment: spare_path.is_some(),
+        manifest,
+        durable_seq: manifest.map_or(0, |m| m.durable_seq(manifest::current_boot_id())),
         ..RecoveryReport::default()
     };
+    if let Some(m) = &manifest
+        && m.sealed_through_segment >= 1
+        && file_count < m.sealed_through_segment + 1
+    {
+        let error = JournalError::MissingSegment {
+            path: segment_path(dir, file_count + 1),
+            reason: "the manifest records the segment before it as sealed",
+        };
+        accept_or_refuse(error, accept_damage, &mut report)?;
+    }
     let mut tail: Option<TailPosition> = None;
     let mut missing_seals = Vec::new();
     for (position, (segment_index, path)) in segments.into_iter().enumerate() {
         let is_last_file = position + 1 == segment_count;
-        let (file, map) = map_read_only(&path)?;
+        let (file, mapped) = map_read_only(&path)?;
+        let map = mapped.bytes;
         if sync_files {
             file.sync_data()
                 .map_err(|e| JournalError::io(&path, "fsync segment", e))?;
         }
-        let Some(header) = read_header(&path, &map, is_last_file)? else {
+        let Some(header) = read_header(&path, map, is_last_file)? else {
             spare_path = Some(path);
             report.spare_segment = true;
             continue;
@@ -136,7 +177,7 @@ pub(crate) fn scan_journal(dir: &Path, sync_files: bool) -> Result<JournalScan, 
             || (position + 2 == segment_count && next_is_blank(dir, segment_index + 1)?);
         let end = scan_segment(
             &path,
-            &map,
+            map,
             &header,
             report.last_seq + 1,
             is_last,
@@ -155,12 +196,127 @@ pub(crate) fn scan_journal(dir: &Path, sync_files: bool) -> Result<JournalScan, 
             sealed: end.sealed,
         });
     }
+    check_end(dir, &tail, spare_path.is_some(), accept_damage, &mut report)?;
     Ok(JournalScan {
         report,
         tail,
         spare_path,
         missing_seals,
     })
+}
+
+/// The end of the journal against what it promised: the manifest belongs to these segments,
+/// a sealed last segment has its successor, and nothing the manifest marks durable is torn
+/// or missing. A bad last record above the durable mark is a torn tail (a crash mid-append:
+/// never acknowledged); at or below it, it is corruption.
+fn check_end(
+    dir: &Path,
+    tail: &Option<TailPosition>,
+    has_spare: bool,
+    accept_damage: bool,
+    report: &mut RecoveryReport,
+) -> Result<(), JournalError> {
+    if let (Some(m), Some(_)) = (&report.manifest, tail)
+        && m.day_epoch_unix_ns != report.day_epoch_unix_ns
+    {
+        let reason = "the manifest's day epoch differs from segment 1: another journal's manifest";
+        return Err(corrupt(&manifest::manifest_path(dir), 16, reason));
+    }
+    if let Some(tail) = tail
+        && tail.sealed
+        && !has_spare
+    {
+        // The writer creates (and fsyncs) the next segment before it seals the current one.
+        let error = JournalError::MissingSegment {
+            path: segment_path(dir, tail.segment_index + 1),
+            reason: "the segment before it is sealed",
+        };
+        accept_or_refuse(error, accept_damage, report)?;
+    }
+    let next_seq = report.last_seq + 1;
+    if next_seq > report.durable_seq {
+        return Ok(());
+    }
+    let error = match (tail, &report.torn_tail) {
+        (_, Some(torn)) => JournalError::DamagedTail {
+            path: torn.path.clone(),
+            offset_bytes: torn.offset_bytes,
+            reason: torn.reason,
+            seq: next_seq,
+            durable_seq: report.durable_seq,
+        },
+        (Some(tail), None) => JournalError::DamagedTail {
+            path: tail.path.clone(),
+            offset_bytes: tail.end_offset_bytes,
+            reason: "the journal ends here",
+            seq: next_seq,
+            durable_seq: report.durable_seq,
+        },
+        (None, None) => JournalError::MissingSegment {
+            path: segment_path(dir, 1),
+            reason: "the manifest marks records durable",
+        },
+    };
+    accept_or_refuse(error, accept_damage, report)
+}
+
+fn accept_or_refuse(
+    error: JournalError,
+    accept_damage: bool,
+    report: &mut RecoveryReport,
+) -> Result<(), JournalError> {
+    if !accept_damage {
+        return Err(error);
+    }
+    const ACCEPTED_LIMIT: usize = 4;
+    assert!(report.accepted_damage.len() < ACCEPTED_LIMIT);
+    report.accepted_damage.push(error.to_string());
+    Ok(())
+}
+
+/// Check one segment image in memory exactly as recovery checks the last segment of a
+/// journal (header, every record, the tail against `durable_seq`), without files: for the
+/// fuzzer and for Miri (which cannot map files). `image` is the whole segment file; it is
+/// segment 1 unless its header says otherwise, and its first sequence number starts the
+/// journal. Never panics, whatever the bytes.
+#[doc(hidden)]
+pub fn check_segment_image(
+    image: SharedBytes,
+    durable_seq: u64,
+) -> Result<RecoveryReport, JournalError> {
+    let path = Path::new("image.seg");
+    if (image.len() as u64) < HEADER_BYTES + SEAL_BYTES {
+        return Err(segment::foreign(path, "shorter than a segment header"));
+    }
+    let mut report = RecoveryReport {
+        durable_seq,
+        ..RecoveryReport::default()
+    };
+    let Some(header) = read_header(path, image, true)? else {
+        report.spare_segment = true;
+        return Ok(report);
+    };
+    report.last_seq = header.first_seq - 1;
+    report.day_epoch_unix_ns = header.day_epoch_unix_ns;
+    check_header(
+        path,
+        &header,
+        header.segment_index,
+        image.len() as u64,
+        &report,
+    )?;
+    let end = scan_segment(path, image, &header, header.first_seq, true, &mut report)?;
+    report.segments = 1;
+    report.data_bytes = end.end_offset_bytes;
+    let tail = TailPosition {
+        segment_index: header.segment_index,
+        path: path.to_path_buf(),
+        end_offset_bytes: end.end_offset_bytes,
+        sealed: end.sealed,
+    };
+    // A sealed image stands alone here: its successor is not part of the check.
+    check_end(Path::new("."), &Some(tail), true, false, &mut report)?;
+    Ok(report)
 }
 
 /// The cheap header check of the first pass (64 bytes read, no mapping). A damaged header on
@@ -182,7 +338,7 @@ fn check_header_bytes(path: &Path, is_last_file: bool) -> Result<(), JournalErro
     }
 }
 
-fn map_read_only(path: &Path) -> Result<(File, Mmap), JournalError> {
+fn map_read_only(path: &Path) -> Result<(File, Mapped), JournalError> {
     let file = File::open(path).map_err(|e| JournalError::io(path, "open segment", e))?;
     let bytes = file
         .metadata()
@@ -191,17 +347,14 @@ fn map_read_only(path: &Path) -> Result<(File, Mmap), JournalError> {
     if bytes < HEADER_BYTES + SEAL_BYTES {
         return Err(segment::foreign(path, "shorter than a segment header"));
     }
-    // SAFETY: read-only mapping; the only writer of a journal publishes through atomics and
-    // never rewrites published bytes while readers run.
-    let map = unsafe { Mmap::map(&file) }.map_err(|e| JournalError::io(path, "map segment", e))?;
-    let _ = map.advise(Advice::Sequential);
-    Ok((file, map))
+    let mapped = Mapped::read_only(path, &file)?;
+    Ok((file, mapped))
 }
 
 /// `None` for a blank spare (only allowed as the last file, with an all-zero body).
 fn read_header(
     path: &Path,
-    map: &[u8],
+    map: SharedBytes,
     is_last_file: bool,
 ) -> Result<Option<SegmentHeader>, JournalError> {
     match SegmentHeader::load_published(path, map) {
@@ -302,7 +455,7 @@ struct SegmentEnd {
 /// Check one segment's records; `expected_seq` is the sequence number of its first record.
 fn scan_segment(
     path: &Path,
-    map: &[u8],
+    map: SharedBytes,
     header: &SegmentHeader,
     expected_seq: u64,
     is_last: bool,
@@ -387,7 +540,7 @@ fn scan_segment(
 /// valid record after it is mid-journal corruption.
 fn check_tail(
     path: &Path,
-    map: &[u8],
+    map: SharedBytes,
     header: &SegmentHeader,
     end_offset_bytes: u64,
     reason: &'static str,
@@ -401,7 +554,7 @@ fn check_tail(
     let mut offset_bytes = end_offset_bytes + RECORD_ALIGN_BYTES;
     let scan_end = (last_junk + 1).min(map.len() as u64 - SEAL_BYTES);
     while offset_bytes < scan_end {
-        let word = u32_at(map, offset_bytes as usize);
+        let word = map.load_u32_acquire(offset_bytes as usize);
         if word != 0
             && word != SEAL_WORD
             && matches!(
@@ -423,10 +576,20 @@ fn check_tail(
     Ok(())
 }
 
-/// Offset of the first non-zero byte at or after `from_bytes`.
-fn first_nonzero(map: &[u8], from_bytes: u64) -> Option<u64> {
+/// The bytes from `from_bytes` to the end, for scanning what lies past the end of data.
+fn unpublished<'a>(map: SharedBytes, from_bytes: u64) -> &'a [u8] {
     let from = from_bytes as usize;
-    let words = map[from..].chunks(4096);
+    // SAFETY: recovery and `verify` read a journal no writer of this process appends to: the
+    // writer's own recovery runs before it appends, and the scan ends before the storage is
+    // unmapped (callers drop the slice with the scan). A writer in another process is outside
+    // this process's memory model (shared memory), as for any mapping.
+    unsafe { map.slice(from, map.len() - from) }
+}
+
+/// Offset of the first non-zero byte at or after `from_bytes`.
+fn first_nonzero(map: SharedBytes, from_bytes: u64) -> Option<u64> {
+    let from = from_bytes as usize;
+    let words = unpublished(map, from_bytes).chunks(4096);
     for (chunk_index, chunk) in words.enumerate() {
         if chunk.iter().all(|&b| b == 0) {
             continue;
@@ -441,66 +604,163 @@ fn first_nonzero(map: &[u8], from_bytes: u64) -> Option<u64> {
 }
 
 /// Offset of the last non-zero byte at or after `from_bytes`.
-fn last_nonzero(map: &[u8], from_bytes: u64) -> Option<u64> {
+fn last_nonzero(map: SharedBytes, from_bytes: u64) -> Option<u64> {
     let from = from_bytes as usize;
-    map[from..]
+    unpublished(map, from_bytes)
         .iter()
         .rposition(|&b| b != 0)
         .map(|inner| (from + inner) as u64)
 }
 
-/// The writer's recovery: scan (fsyncing every segment), cut a torn tail, remove a spare.
-/// Returns the report and the last segment with a header mapped read-write, if any.
+/// The writer's recovery: scan (fsyncing every segment), record the recovered marks in the
+/// manifest, write missing seals back, cut a torn tail, remove an unneeded spare. Returns the
+/// report, the last segment with a header mapped read-write (if any) and the marks written.
+/// `day_epoch_for_new` is the day epoch a new journal would get (`None`: no writer follows;
+/// an empty journal then keeps no manifest).
 pub(crate) fn recover(
     dir: &Path,
-) -> Result<(RecoveryReport, Option<(MappedSegment, TailPosition)>), JournalError> {
-    let scan = scan_journal(dir, true)?;
-    if let Some(spare) = &scan.spare_path {
+    accept_damage: bool,
+    day_epoch_for_new: Option<u64>,
+) -> Result<Recovered, JournalError> {
+    remove_if_present(dir, &dir.join(manifest::MANIFEST_TMP_NAME))?;
+    let scan = scan_journal(dir, true, accept_damage)?;
+    for damage in &scan.report.accepted_damage {
+        tracing::error!(damage = %damage, "journal: damage to durable data accepted (--truncate-corrupt-tail): cutting back to the last intact record");
+    }
+    // The marks of what survives recovery go to disk before anything is changed, so a crash
+    // during the cuts below never leaves marks claiming more than the journal holds.
+    let marks = recovered_marks(&scan, day_epoch_for_new);
+    match &marks {
+        Some(marks) => manifest::write_durable(dir, marks)?,
+        None => remove_if_present(dir, &manifest::manifest_path(dir))?,
+    }
+    for (segment_index, path, offset_bytes) in &scan.missing_seals {
+        let mapped = MappedSegment::open(path, *segment_index)?;
+        // SAFETY: recovery holds the directory lock and runs before any reader starts.
+        unsafe { write_seal(mapped.bytes(), *offset_bytes) };
+        mapped.sync_range(*offset_bytes, *offset_bytes + SEAL_BYTES)?;
+        tracing::warn!(path = %path.display(), offset_bytes, "journal: missing seal written back");
+    }
+    let tail = match scan.tail {
+        Some(tail) => {
+            let mapped = MappedSegment::open(&tail.path, tail.segment_index)?;
+            if let Some(torn) = &scan.report.torn_tail {
+                assert!(torn.path == tail.path && torn.offset_bytes == tail.end_offset_bytes);
+                cut(
+                    &mapped,
+                    torn.offset_bytes,
+                    torn.offset_bytes + torn.cut_bytes,
+                )?;
+                tracing::warn!(
+                    path = %torn.path.display(),
+                    offset_bytes = torn.offset_bytes,
+                    cut_bytes = torn.cut_bytes,
+                    reason = torn.reason,
+                    last_seq = scan.report.last_seq,
+                    "journal: torn tail cut back to the last whole record"
+                );
+            }
+            Some((mapped, tail))
+        }
+        None => None,
+    };
+    // A spare after a sealed segment (or in an empty journal) becomes the next segment; after
+    // an unsealed one it is not needed (the helper prepares a new one).
+    let continues_in_tail = tail.as_ref().is_some_and(|(_, tail)| !tail.sealed);
+    if let Some(spare) = &scan.spare_path
+        && continues_in_tail
+    {
         std::fs::remove_file(spare)
             .map_err(|e| JournalError::io(spare, "remove spare segment", e))?;
         segment::sync_dir(dir)?;
     }
-    for (segment_index, path, offset_bytes) in &scan.missing_seals {
-        let mut mapped = MappedSegment::open(path, *segment_index)?;
-        write_seal(&mut mapped.map, *offset_bytes);
-        mapped.sync_range(*offset_bytes, *offset_bytes + SEAL_BYTES)?;
-        tracing::warn!(path = %path.display(), offset_bytes, "journal: missing seal written back");
-    }
-    let Some(tail) = scan.tail else {
-        return Ok((scan.report, None));
+    Ok(Recovered {
+        report: scan.report,
+        tail,
+        marks,
+    })
+}
+
+/// What [`recover`] hands the writer.
+pub(crate) struct Recovered {
+    pub report: RecoveryReport,
+    pub tail: Option<(MappedSegment, TailPosition)>,
+    /// The manifest written (`None` only without a writer and without records).
+    pub marks: Option<ManifestState>,
+}
+
+/// After recovery every record up to the last one is on disk (the scan fsynced the files),
+/// and every segment before the tail is sealed (missing seals are written back).
+fn recovered_marks(scan: &JournalScan, day_epoch_for_new: Option<u64>) -> Option<ManifestState> {
+    let (day_epoch_unix_ns, sealed_through_segment) = match &scan.tail {
+        Some(tail) if tail.sealed => (scan.report.day_epoch_unix_ns, tail.segment_index),
+        Some(tail) => (scan.report.day_epoch_unix_ns, tail.segment_index - 1),
+        None => (day_epoch_for_new?, 0),
     };
-    let mut mapped = MappedSegment::open(&tail.path, tail.segment_index)?;
-    if let Some(torn) = &scan.report.torn_tail {
-        assert!(torn.path == tail.path && torn.offset_bytes == tail.end_offset_bytes);
-        cut(
-            &mut mapped,
-            torn.offset_bytes,
-            torn.offset_bytes + torn.cut_bytes,
-        )?;
-        tracing::warn!(
-            path = %torn.path.display(),
-            offset_bytes = torn.offset_bytes,
-            cut_bytes = torn.cut_bytes,
-            reason = torn.reason,
-            last_seq = scan.report.last_seq,
-            "journal: torn tail cut back to the last whole record"
-        );
+    Some(ManifestState {
+        day_epoch_unix_ns,
+        sealed_through_segment,
+        synced_through_seq: scan.report.last_seq,
+        mapped_through_seq: scan.report.last_seq,
+        boot_id: manifest::current_boot_id(),
+    })
+}
+
+fn remove_if_present(dir: &Path, path: &Path) -> Result<(), JournalError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => segment::sync_dir(dir),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(JournalError::io(path, "remove", error)),
     }
-    Ok((scan.report, Some((mapped, tail))))
+}
+
+/// What `--truncate-corrupt-tail` does before the daemon starts: recover the journal like a
+/// writer would, but cut a damaged tail (durable records that are corrupt or missing, a
+/// missing last segment) back to the last intact record instead of refusing, and leave the
+/// directory ready for a normal start. Every cut is logged and listed in `accepted_damage`.
+/// Mid-journal corruption (intact records after the bad one) is still refused: cutting it
+/// would drop intact records; see [`truncate_after`]. Takes the directory lock.
+pub fn truncate_corrupt_tail(dir: &Path) -> Result<RecoveryReport, JournalError> {
+    let _lock = super::writer::lock_dir(dir)?;
+    let recovered = recover(dir, true, None)?;
+    if let Some((_, tail)) = &recovered.tail
+        && tail.sealed
+    {
+        // A normal start continues in the segment after a sealed one; it must exist (an
+        // empty file is an interrupted preallocation, which the writer turns into it).
+        let next = segment_path(dir, tail.segment_index + 1);
+        if !next.exists() {
+            File::create(&next).map_err(|e| JournalError::io(&next, "create segment", e))?;
+            segment::sync_dir(dir)?;
+        }
+    }
+    Ok(recovered.report)
 }
 
 /// Zero `[start, end)` of a segment, last page first, and msync it: if this is interrupted,
 /// what remains is still a valid prefix followed by a (shorter) torn tail.
 pub(crate) fn cut(
-    segment: &mut MappedSegment,
+    segment: &MappedSegment,
     start_bytes: u64,
     end_bytes: u64,
 ) -> Result<(), JournalError> {
     assert!(start_bytes >= HEADER_BYTES && start_bytes.is_multiple_of(RECORD_ALIGN_BYTES));
     assert!(start_bytes <= end_bytes && end_bytes <= segment.segment_bytes());
-    for chunk in segment.map[start_bytes as usize..end_bytes as usize].rchunks_mut(4096) {
-        chunk.fill(0);
+    const CHUNK_BYTES: u64 = 4096;
+    let mut chunk_end = end_bytes;
+    let chunks = (end_bytes - start_bytes).div_ceil(CHUNK_BYTES);
+    for _ in 0..chunks {
+        let chunk_start = chunk_end.saturating_sub(CHUNK_BYTES).max(start_bytes);
+        // SAFETY: cutting runs under the directory lock with no writer or reader of this
+        // process on the segment.
+        unsafe {
+            segment
+                .bytes()
+                .zero(chunk_start as usize, (chunk_end - chunk_start) as usize)
+        };
+        chunk_end = chunk_start;
     }
+    assert!(chunk_end == start_bytes);
     segment.sync_range(start_bytes, end_bytes)
 }
 
@@ -511,24 +771,43 @@ pub(crate) fn cut(
 pub fn truncate_after(dir: &Path, seq: u64) -> Result<RecoveryReport, JournalError> {
     let _lock = super::writer::lock_dir(dir)?;
     let segments = list_segments(dir)?;
-    let keep_index = segment_holding(dir, &segments, seq + 1)?;
+    let keep_index = segment_holding(dir, &segments, seq.saturating_add(1))?;
+    // Lower the marks first, durably: from here on the journal may hold less than they say.
+    if let Some(marks) = manifest::read(dir)? {
+        manifest::write_durable(dir, &marks.lowered_to(seq, keep_index - 1))?;
+    }
     // Later segments hold only records after `seq`. Remove them last first, so an
-    // interruption never leaves a hole in the indexes.
+    // interruption never leaves a hole in the indexes. The one right after the kept segment
+    // is emptied instead (an interrupted preallocation, i.e. a spare), so that a sealed kept
+    // segment never lacks its successor; it goes once the kept segment's seal is cut.
     for (segment_index, path) in segments.iter().rev() {
-        if *segment_index <= keep_index {
+        if *segment_index <= keep_index + 1 {
             break;
         }
         std::fs::remove_file(path).map_err(|e| JournalError::io(path, "remove segment", e))?;
     }
+    let next = segment_path(dir, keep_index + 1);
+    if segments.len() as u64 > keep_index {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&next)
+            .map_err(|e| JournalError::io(&next, "open segment", e))?;
+        file.set_len(0)
+            .map_err(|e| JournalError::io(&next, "empty segment", e))?;
+        file.sync_all()
+            .map_err(|e| JournalError::io(&next, "fsync segment", e))?;
+    }
     segment::sync_dir(dir)?;
     let path = segment_path(dir, keep_index);
-    let mut mapped = MappedSegment::open(&path, keep_index)?;
+    let mapped = MappedSegment::open(&path, keep_index)?;
     let start_bytes = offset_after(&mapped, seq)?;
-    if let Some(last_bytes) = last_nonzero(&mapped.map, start_bytes) {
+    if let Some(last_bytes) = last_nonzero(mapped.bytes(), start_bytes) {
         let end_bytes = (last_bytes + 1).next_multiple_of(RECORD_ALIGN_BYTES);
-        cut(&mut mapped, start_bytes, end_bytes)?;
+        cut(&mapped, start_bytes, end_bytes)?;
     }
     drop(mapped);
+    // The cut started at or before the kept segment's seal: it is unsealed now.
+    remove_if_present(dir, &next)?;
     let report = verify(dir)?;
     tracing::warn!(path = %path.display(), seq, last_seq = report.last_seq, "journal truncated");
     Ok(report)
@@ -559,8 +838,10 @@ fn segment_holding(dir: &Path, segments: &[(u64, PathBuf)], seq: u64) -> Result<
 /// Offset of the first slot after the records up to `seq` (the record `seq + 1`, a seal,
 /// the end of data or a bad slot).
 fn offset_after(segment: &MappedSegment, seq: u64) -> Result<u64, JournalError> {
-    let map = &segment.map[..];
-    let header = match SegmentHeader::decode(&segment.path, map)? {
+    let map = segment.bytes();
+    let mut header_bytes = [0u8; HEADER_BYTES as usize];
+    map.copy_out(0, &mut header_bytes);
+    let header = match SegmentHeader::decode(&segment.path, &header_bytes)? {
         HeaderState::Valid(header) => header,
         HeaderState::Blank => return Err(corrupt(&segment.path, 0, "blank header")),
     };
@@ -581,4 +862,113 @@ fn offset_after(segment: &MappedSegment, seq: u64) -> Result<u64, JournalError> 
         offset_bytes,
         "record walk did not end",
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::record::write_record;
+    use super::super::shared::HeapBytes;
+    use super::*;
+
+    const IMAGE_BYTES: usize = 8192;
+
+    /// A one-segment image with `records` records (payload = the sequence number's bytes).
+    fn image(records: u64) -> (HeapBytes, Vec<u64>) {
+        let heap = HeapBytes::zeroed(IMAGE_BYTES);
+        let header = SegmentHeader {
+            segment_index: 1,
+            first_seq: 1,
+            day_epoch_unix_ns: 0,
+            created_unix_ns: 0,
+            segment_bytes: IMAGE_BYTES as u64,
+            max_payload_bytes: 64,
+        };
+        // SAFETY: a private buffer; this test is its only user.
+        unsafe { header.publish(heap.view()) };
+        let mut offsets = Vec::new();
+        let mut offset_bytes = HEADER_BYTES;
+        for seq in 1..=records {
+            offsets.push(offset_bytes);
+            // SAFETY: as above.
+            unsafe {
+                write_record(
+                    heap.view(),
+                    offset_bytes,
+                    seq,
+                    Timestamp(seq),
+                    1,
+                    &seq.to_le_bytes(),
+                )
+            };
+            offset_bytes += record_span_bytes(8);
+        }
+        (heap, offsets)
+    }
+
+    /// The torn-tail / damage rule on an in-memory image (so it also runs under Miri): the
+    /// same flipped byte in the last record is a torn tail above the durable mark and damage
+    /// at or below it; a bad record with intact ones after it is always corruption.
+    #[test]
+    fn image_rules_torn_tail_against_durable_mark() {
+        let (heap, offsets) = image(5);
+        let report = check_segment_image(heap.view(), 5).expect("intact");
+        assert_eq!((report.last_seq, report.torn_tail), (5, None));
+        // SAFETY: private buffer, no other user.
+        unsafe { heap.view().write(offsets[4] as usize + 35, &[0xFF]) };
+        let torn = check_segment_image(heap.view(), 4).expect("torn tail above the mark");
+        assert_eq!(torn.last_seq, 4);
+        assert_eq!(torn.torn_tail.expect("torn").offset_bytes, offsets[4]);
+        let refused = check_segment_image(heap.view(), 5).expect_err("damage at the mark");
+        assert!(
+            matches!(refused, JournalError::DamagedTail { seq: 5, durable_seq: 5, offset_bytes, .. } if offset_bytes == offsets[4]),
+            "{refused}"
+        );
+        let (heap, offsets) = image(5);
+        // SAFETY: as above.
+        unsafe { heap.view().write(offsets[2] as usize + 35, &[0xFF]) };
+        let middle = check_segment_image(heap.view(), 0).expect_err("intact records follow");
+        assert!(matches!(middle, JournalError::Corrupt { .. }), "{middle}");
+    }
+
+    /// A header whose first sequence number is the largest there is, with a record carrying
+    /// it: the next number does not exist, so the file is corrupt, never an overflow panic.
+    #[test]
+    fn sequence_number_at_the_top_of_the_range_is_an_error_not_a_panic() {
+        let heap = HeapBytes::zeroed(IMAGE_BYTES);
+        let header = SegmentHeader {
+            segment_index: 1,
+            first_seq: u64::MAX,
+            day_epoch_unix_ns: 0,
+            created_unix_ns: 0,
+            segment_bytes: IMAGE_BYTES as u64,
+            max_payload_bytes: 64,
+        };
+        // SAFETY: a private buffer; this test is its only user.
+        unsafe {
+            header.publish(heap.view());
+            write_record(heap.view(), HEADER_BYTES, u64::MAX, Timestamp(1), 1, b"top");
+        }
+        for durable_seq in [0, u64::MAX] {
+            let result = check_segment_image(heap.view(), durable_seq);
+            assert!(result.is_err(), "{result:?}");
+        }
+    }
+
+    #[test]
+    fn image_of_any_bytes_never_panics() {
+        let heap = HeapBytes::zeroed(256);
+        for seed in 0..if cfg!(miri) { 4u64 } else { 500 } {
+            let mut bytes = [0u8; 256];
+            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            for b in bytes.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = x as u8;
+            }
+            // SAFETY: private buffer.
+            unsafe { heap.view().write(0, &bytes) };
+            let _ = check_segment_image(heap.view(), seed % 3);
+        }
+    }
 }

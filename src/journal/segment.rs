@@ -20,16 +20,18 @@
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use memmap2::{Advice, MmapMut, MmapOptions};
+use memmap2::{Advice, MmapOptions, MmapRaw};
 
 use super::JournalError;
+use super::shared::SharedBytes;
 
 pub const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"BOURSEJ\x01");
 pub const FORMAT_VERSION: u32 = 1;
 pub const HEADER_BYTES: u64 = 64;
+/// Largest first sequence number a header may carry (2^62).
+pub const MAX_FIRST_SEQ: u64 = 1 << 62;
 pub const SEGMENT_SUFFIX: &str = ".seg";
 /// Segment sizes are whole pages so msync ranges and preallocation stay simple.
 pub const PAGE_BYTES: u64 = 4096;
@@ -118,40 +120,44 @@ impl SegmentHeader {
                 "segment index or first sequence number is 0",
             ));
         }
+        if header.first_seq > MAX_FIRST_SEQ {
+            // Far beyond any real journal; keeps every later sequence number (at most one
+            // per 32 bytes of segments) from overflowing.
+            return Err(corrupt(path, 24, "first sequence number out of range"));
+        }
         Ok(HeaderState::Valid(header))
     }
 
     /// Publish the header into a mapping: body first, then the magic word with Release so a
     /// reader that sees the magic (Acquire) sees the whole header.
-    pub fn publish(&self, map: &mut [u8]) {
+    ///
+    /// # Safety
+    /// The caller is the mapping's only writer.
+    pub unsafe fn publish(&self, map: SharedBytes) {
         assert!(map.len() as u64 == self.segment_bytes);
-        assert!(u64_at(map, 0) == 0, "header published twice");
+        assert!(map.load_u64_acquire(0) == 0, "header published twice");
         let bytes = self.encode();
-        map[8..HEADER_BYTES as usize].copy_from_slice(&bytes[8..]);
-        magic_word(map).store(SEGMENT_MAGIC, Ordering::Release);
+        // SAFETY: only writer (the caller's contract); readers look at the body only after
+        // an Acquire load of the magic word sees it non-zero.
+        unsafe {
+            map.write(8, &bytes[8..]);
+            map.store_u64_release(0, SEGMENT_MAGIC);
+        }
     }
 
     /// Read a published header from a live mapping (Acquire on the magic word first).
-    pub fn load_published(path: &Path, map: &[u8]) -> Result<HeaderState, JournalError> {
+    pub fn load_published(path: &Path, map: SharedBytes) -> Result<HeaderState, JournalError> {
         if map.len() < HEADER_BYTES as usize {
             return Err(foreign(path, "shorter than a segment header"));
         }
-        if magic_word(map).load(Ordering::Acquire) == 0 {
+        if map.load_u64_acquire(0) == 0 {
             return Ok(HeaderState::Blank);
         }
-        SegmentHeader::decode(path, map)
+        // The header is frozen once its magic word is published: a plain copy is fine.
+        let mut bytes = [0u8; HEADER_BYTES as usize];
+        map.copy_out(0, &mut bytes);
+        SegmentHeader::decode(path, &bytes)
     }
-}
-
-fn magic_word(map: &[u8]) -> &AtomicU64 {
-    assert!(map.len() >= 8);
-    assert!(
-        (map.as_ptr() as usize).is_multiple_of(8),
-        "mappings are page aligned"
-    );
-    // SAFETY: in bounds and 8-aligned (checked above); the mapping outlives the borrow; all
-    // concurrent accesses to this word go through atomics.
-    unsafe { &*(map.as_ptr() as *const AtomicU64) }
 }
 
 pub fn u64_at(bytes: &[u8], offset: usize) -> u64 {
@@ -194,7 +200,11 @@ pub fn parse_segment_name(name: &str) -> Option<u64> {
 }
 
 /// Directory entries that may live next to segments without being segments.
-const ALLOWED_NAMES: [&str; 1] = ["snapshots"];
+const ALLOWED_NAMES: [&str; 3] = [
+    "snapshots",
+    super::manifest::MANIFEST_NAME,
+    super::manifest::MANIFEST_TMP_NAME,
+];
 
 /// The segment files of a journal directory in index order. Any other entry is a foreign
 /// file; indexes must run 1, 2, 3, … without a hole.
@@ -258,19 +268,29 @@ pub fn now_unix_ns() -> u64 {
     u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// A segment file mapped read-write.
+/// A segment file mapped read-write. Its bytes are reached only through [`SharedBytes`]
+/// (`bytes()`): the mapping is never borrowed as a slice, because readers in this process map
+/// the same file and read it while the writer appends.
 pub struct MappedSegment {
     pub segment_index: u64,
     pub path: PathBuf,
     pub created_unix_ns: u64,
-    pub map: MmapMut,
+    /// Owns the mapping; used only for msync and madvise (syscalls). A raw mapping hands out
+    /// its pointer without ever making a slice reference (`MmapMut` would, through `Deref`).
+    map: MmapRaw,
+    bytes: SharedBytes,
     // Kept open so the mapping's file stays the one we preallocated (and for future fsyncs).
     _file: File,
 }
 
 impl MappedSegment {
     pub fn segment_bytes(&self) -> u64 {
-        self.map.len() as u64
+        self.bytes.len() as u64
+    }
+
+    /// The mapping's bytes, valid while `self` lives.
+    pub fn bytes(&self) -> SharedBytes {
+        self.bytes
     }
 
     /// Create a new, blank segment file: preallocate real blocks (so a full disk is an error
@@ -281,12 +301,35 @@ impl MappedSegment {
         segment_index: u64,
         segment_bytes: u64,
     ) -> Result<Self, JournalError> {
+        Self::create_with(dir, segment_index, segment_bytes, false)
+    }
+
+    /// As [`MappedSegment::create`], but a file already there (a spare that recovery found
+    /// all zero) is emptied and made the segment instead of being an error. Removing the
+    /// spare first would open a window where a sealed segment has no successor on disk.
+    pub fn create_or_reuse(
+        dir: &Path,
+        segment_index: u64,
+        segment_bytes: u64,
+    ) -> Result<Self, JournalError> {
+        Self::create_with(dir, segment_index, segment_bytes, true)
+    }
+
+    fn create_with(
+        dir: &Path,
+        segment_index: u64,
+        segment_bytes: u64,
+        reuse: bool,
+    ) -> Result<Self, JournalError> {
         assert!(segment_bytes.is_multiple_of(PAGE_BYTES) && segment_bytes >= 2 * PAGE_BYTES);
         let path = segment_path(dir, segment_index);
+        // Reusing truncates to 0 first: interrupted anywhere, the file is still all zero.
         let file = OpenOptions::new()
             .read(true)
             .write(true)
-            .create_new(true)
+            .create_new(!reuse)
+            .create(reuse)
+            .truncate(reuse)
             .open(&path)
             .map_err(|e| JournalError::io(&path, "create segment", e))?;
         let prepared = preallocate(&file, &path, segment_bytes).and_then(|()| {
@@ -295,8 +338,10 @@ impl MappedSegment {
             sync_dir(dir)?;
             Self::map(file, path.clone(), segment_index, segment_bytes)
         });
-        if prepared.is_err() {
-            // Leave no half-made file behind: recovery would have to explain it.
+        if prepared.is_err() && !reuse {
+            // Leave no half-made file behind: recovery would have to explain it. (A reused
+            // spare stays: all zero, it is still a spare, and it may be a sealed segment's
+            // required successor.)
             let _ = std::fs::remove_file(&path);
         }
         let mut segment = prepared?;
@@ -326,15 +371,23 @@ impl MappedSegment {
         bytes: u64,
     ) -> Result<Self, JournalError> {
         let len = usize::try_from(bytes).map_err(|_| foreign(&path, "too large to map"))?;
-        // SAFETY: the journal directory is owned by this writer (directory lock); other
-        // processes only read. Concurrent access to published words goes through atomics.
-        let map = unsafe { MmapOptions::new().len(len).map_mut(&file) }
+        // The journal directory is owned by this writer (directory lock); other processes
+        // only read. Concurrent access goes through `SharedBytes`.
+        let map = MmapOptions::new()
+            .len(len)
+            .map_raw(&file)
             .map_err(|e| JournalError::io(&path, "map segment", e))?;
+        // SAFETY: the pointer comes from the mapping itself (no slice reference is made), is
+        // page aligned, and stays valid while `map` lives, i.e. as long as `self`: moving an
+        // `MmapRaw` does not move the mapping. The file is preallocated to `len` bytes and
+        // never shortened while mapped (truncation runs with no writer).
+        let bytes = unsafe { SharedBytes::new(map.as_mut_ptr(), map.len()) };
         Ok(MappedSegment {
             segment_index,
             path,
             created_unix_ns: 0,
             map,
+            bytes,
             _file: file,
         })
     }
@@ -447,6 +500,37 @@ mod tests {
             SegmentHeader::decode(path, text),
             Err(JournalError::ForeignFile { .. })
         ));
+    }
+
+    /// The header is published magic-last: a reader thread polling the magic word sees either
+    /// a blank header or the whole one (checked for races by Miri, `tools/miri.sh`).
+    #[test]
+    fn published_header_is_seen_whole_by_another_thread() {
+        use super::super::shared::HeapBytes;
+        let header = SegmentHeader {
+            segment_bytes: 8192,
+            ..sample()
+        };
+        let heap = std::sync::Arc::new(HeapBytes::zeroed(8192));
+        let reader_heap = std::sync::Arc::clone(&heap);
+        let reader = std::thread::spawn(move || {
+            for _ in 0..100_000 {
+                match SegmentHeader::load_published(Path::new("x.seg"), reader_heap.view()) {
+                    Ok(HeaderState::Blank) => {
+                        std::thread::sleep(std::time::Duration::from_micros(10))
+                    }
+                    Ok(HeaderState::Valid(found)) => return found,
+                    Err(error) => panic!("torn header: {error}"),
+                }
+            }
+            panic!("header never published");
+        });
+        // SAFETY: this thread is the only writer.
+        unsafe { header.publish(heap.view()) };
+        assert_eq!(reader.join().expect("reader"), header);
+        let mut bytes = [0u8; 64];
+        heap.view().copy_out(0, &mut bytes);
+        assert_eq!(bytes, header.encode());
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use super::manifest::{self, ManifestState};
 use super::record::{RECORD_HEADER_BYTES, record_span_bytes, write_record};
 use super::segment::{HEADER_BYTES, segment_path};
 use super::*;
@@ -85,6 +86,17 @@ fn append_range(writer: &mut JournalWriter, from: u64, to: u64) {
     }
 }
 
+/// Records `1..records` flushed, then record `records` appended and the writer killed before
+/// the next flush: the state a crash mid-batch leaves (the last record never acknowledged).
+fn write_journal_last_unflushed(dir: &Path, records: u64) {
+    let (mut writer, report) = open(dir);
+    assert_eq!(report.last_seq, 0);
+    append_range(&mut writer, 1, records - 1);
+    writer.flush().expect("flush");
+    append_range(&mut writer, records, records);
+    writer.crash();
+}
+
 fn write_journal(dir: &Path, records: u64) -> RecoveryReport {
     let (mut writer, report) = open(dir);
     assert_eq!(report.last_seq, 0);
@@ -114,7 +126,11 @@ fn check_all(dir: &Path, from_seq: u64) -> u64 {
 /// File and byte offset of record `seq`, found by an independent walk over the raw files
 /// (first sequence number at header offset 24, records chained by their length words).
 fn locate(dir: &Path, seq: u64) -> (PathBuf, u64) {
-    let files = segment_files(dir);
+    // A blank spare (left by a crashed writer) has first sequence number 0: not a segment yet.
+    let files: Vec<PathBuf> = segment_files(dir)
+        .into_iter()
+        .filter(|path| std::fs::read(path).expect("read")[..8] != [0; 8])
+        .collect();
     for (position, path) in files.iter().enumerate() {
         let bytes = std::fs::read(path).expect("read");
         let first_seq = u64::from_le_bytes(bytes[24..32].try_into().expect("8"));
@@ -194,12 +210,13 @@ fn reopen_continues_where_it_stopped() {
     assert_eq!(check_all(&dir, 1), 300);
 }
 
-/// Zero (or garble) the bytes of the last record from every offset inside it and recover:
-/// always exactly the longest valid prefix; then appending continues from there.
+/// Zero (or garble) the bytes of the last record — appended but not yet flushed when the
+/// writer died, as in a crash mid-append — from every offset inside it and recover: always
+/// exactly the longest valid prefix; then appending continues from there.
 fn cut_every_offset(records: u64, garble: bool) {
     let temp = TempDir::new("cut");
     let pristine = temp.0.join("pristine");
-    write_journal(&pristine, records);
+    write_journal_last_unflushed(&pristine, records);
     let (last_path, start_bytes) = locate(&pristine, records);
     let length_bytes = RECORD_HEADER_BYTES + payload(records).len() as u64;
     let span_bytes = record_span_bytes(payload(records).len() as u64);
@@ -329,9 +346,6 @@ fn zeroed_commit_word_mid_journal_is_refused() {
     }
 }
 
-#[repr(C, align(8))]
-struct Aligned([u8; 64]);
-
 #[test]
 fn sequence_gap_is_refused() {
     let temp = TempDir::new("gap");
@@ -340,16 +354,21 @@ fn sequence_gap_is_refused() {
     // A well-formed record with a skipped sequence number at the end of the last segment.
     let last_path = segment_files(&dir).pop().expect("segments");
     let end_bytes = data_end(&last_path);
-    let mut buffer = Aligned([0; 64]);
-    write_record(
-        &mut buffer.0,
-        0,
-        report.last_seq + 2,
-        Timestamp(1),
-        1,
-        b"skip",
-    );
-    patch(&last_path, end_bytes, &buffer.0[..40]);
+    let buffer = shared::HeapBytes::zeroed(64);
+    // SAFETY: a private buffer.
+    unsafe {
+        write_record(
+            buffer.view(),
+            0,
+            report.last_seq + 2,
+            Timestamp(1),
+            1,
+            b"skip",
+        )
+    };
+    let mut bytes = [0u8; 40];
+    buffer.view().copy_out(0, &mut bytes);
+    patch(&last_path, end_bytes, &bytes);
     let error = verify(&dir).expect_err("gap");
     let text = error.to_string();
     assert!(matches!(error, JournalError::Gap { .. }), "{text}");
@@ -631,18 +650,213 @@ fn sealed_last_segment_continues_in_a_new_one() {
     let temp = TempDir::new("sealed");
     let dir = temp.journal();
     write_journal(&dir, 300);
-    // Simulate a crash after the seal and before the next header: drop the last segment
-    // if it holds no record, else make it the one after a sealed segment.
+    // A crash after the seal and before the next header leaves the next segment a blank
+    // spare (the helper created and fsynced it before the seal was written). Make that state:
+    // cut the journal back to the end of the next-to-last segment, then blank the last
+    // file's header.
     let files = segment_files(&dir);
     let last = files.last().expect("segments");
-    std::fs::remove_file(last).expect("remove");
+    let first_of_last = u64::from_le_bytes(
+        std::fs::read(last).expect("read")[24..32]
+            .try_into()
+            .expect("8"),
+    );
+    truncate_after(&dir, first_of_last - 1).expect("cut back");
+    patch(last, 0, &[0; 64]);
     let truncated = verify(&dir).expect("verify");
+    assert!(truncated.spare_segment);
+    assert_eq!(truncated.last_seq, first_of_last - 1);
     let (mut writer, report) = open(&dir);
     assert_eq!(report.last_seq, truncated.last_seq);
     assert_eq!(report.segments, truncated.segments + 1);
     append_range(&mut writer, report.last_seq + 1, report.last_seq + 50);
     drop(writer);
     assert_eq!(check_all(&dir, 1), truncated.last_seq + 50);
+}
+
+/// A flipped bit in the last record after it was flushed is corruption of something
+/// acknowledged, not a torn tail: refused (file and offset named) until the operator asks for
+/// the cut. Before the manifest this was cut silently.
+#[test]
+fn bit_flip_in_the_last_flushed_record_is_refused() {
+    let temp = TempDir::new("flushed-flip");
+    let dir = temp.journal();
+    let report = write_journal(&dir, 120);
+    assert_eq!(report.durable_seq, 120);
+    let (path, offset_bytes) = locate(&dir, 120);
+    let original = std::fs::read(&path).expect("read");
+    let byte = offset_bytes + 40;
+    patch(&path, byte, &[original[byte as usize] ^ 0x04]);
+    let text = expect_damaged_tail(&dir, &path, offset_bytes, 120);
+    assert!(text.contains("checksum"), "{text}");
+    // The operator's explicit cut: everything from the damaged record on.
+    let cut = truncate_corrupt_tail(&dir).expect("cut on request");
+    assert_eq!(cut.last_seq, 119);
+    assert_eq!(cut.accepted_damage, vec![text]);
+    let (mut writer, reopened) = open(&dir);
+    assert_eq!(reopened.last_seq, 119);
+    assert!(reopened.accepted_damage.is_empty());
+    append_range(&mut writer, 120, 130);
+    drop(writer);
+    assert_eq!(check_all(&dir, 1), 130);
+}
+
+/// Open must refuse with `DamagedTail` naming the file, offset and first damaged record;
+/// `verify` must say the same. Returns the message.
+fn expect_damaged_tail(dir: &Path, file: &Path, offset_bytes: u64, seq: u64) -> String {
+    let error = JournalWriter::open_or_create(config(dir, Durability::Flush), DAY_EPOCH_UNIX_NS)
+        .err()
+        .expect("open must refuse");
+    let text = error.to_string();
+    assert!(
+        matches!(error, JournalError::DamagedTail { seq: found, .. } if found == seq),
+        "{text}"
+    );
+    assert!(text.contains(&file.display().to_string()), "{text}");
+    assert!(
+        text.contains(&format!("byte offset {offset_bytes}")),
+        "{text}"
+    );
+    assert!(text.contains("--truncate-corrupt-tail"), "{text}");
+    assert!(!text.contains('\n'));
+    assert_eq!(
+        verify(dir).expect_err("verify must refuse").to_string(),
+        text
+    );
+    text
+}
+
+/// In async mode a flushed record is in the mapping, which the kernel keeps across a process
+/// crash: damaged on the same boot, it is corruption. After a reboot (a machine crash may
+/// lose unsynced pages, as the async mode documents) the same damage is a torn tail.
+#[test]
+fn async_damage_is_refused_on_the_same_boot_and_cut_after_a_reboot() {
+    let temp = TempDir::new("async-flip");
+    let dir = temp.journal();
+    let (mut writer, _) =
+        JournalWriter::open_or_create(config(&dir, Durability::Async), DAY_EPOCH_UNIX_NS)
+            .expect("open");
+    append_range(&mut writer, 1, 80);
+    writer.flush().expect("flush");
+    writer.crash();
+    let (path, offset_bytes) = locate(&dir, 80);
+    let original = std::fs::read(&path).expect("read");
+    let byte = offset_bytes + 33;
+    patch(&path, byte, &[original[byte as usize] ^ 0x80]);
+    expect_damaged_tail(&dir, &path, offset_bytes, 80);
+    // The manifest as a previous boot wrote it.
+    let marks = manifest::read(&dir).expect("read").expect("manifest");
+    assert_eq!(
+        (marks.synced_through_seq, marks.mapped_through_seq),
+        (0, 80)
+    );
+    let other_boot = ManifestState {
+        boot_id: [0xEE; 16],
+        ..marks
+    };
+    manifest::write_durable(&dir, &other_boot).expect("rewrite");
+    let (writer, report) = open(&dir);
+    drop(writer);
+    assert_eq!(report.last_seq, 79);
+    assert!(report.torn_tail.is_some());
+    assert_eq!(check_all(&dir, 1), 79);
+}
+
+/// Records the manifest marks durable that are simply gone (zeroed, as if the tail pages
+/// were lost) are refused too: a clean end below the mark.
+#[test]
+fn durable_records_missing_at_the_end_are_refused() {
+    let temp = TempDir::new("zeroed-tail");
+    let dir = temp.journal();
+    write_journal(&dir, 100);
+    let (path, offset_bytes) = locate(&dir, 97);
+    let end_bytes = data_end(&path);
+    patch(
+        &path,
+        offset_bytes,
+        &vec![0; (end_bytes - offset_bytes) as usize],
+    );
+    let text = expect_damaged_tail(&dir, &path, offset_bytes, 97);
+    assert!(text.contains("ends here"), "{text}");
+    let cut = truncate_corrupt_tail(&dir).expect("accept on request");
+    assert_eq!(cut.last_seq, 96);
+    let (writer, reopened) = open(&dir);
+    drop(writer);
+    assert_eq!(reopened.last_seq, 96);
+}
+
+/// Deleting the last segment file used to start cleanly, records short, and `verify` said
+/// OK. The manifest (sealed through N-1, so N must exist) and the seal rule (a sealed
+/// segment's successor exists) both refuse it now.
+#[test]
+fn deleted_last_segment_is_refused() {
+    let temp = TempDir::new("deleted");
+    let dir = temp.journal();
+    let report = write_journal(&dir, 300);
+    assert!(report.segments >= 4);
+    let last = segment_path(&dir, report.segments as u64);
+    let kept_last_seq = first_seq_of(&last) - 1;
+    std::fs::remove_file(&last).expect("delete the last segment");
+    for without_manifest in [false, true] {
+        if without_manifest {
+            std::fs::remove_file(manifest::manifest_path(&dir)).expect("delete the manifest");
+        }
+        let error =
+            JournalWriter::open_or_create(config(&dir, Durability::Flush), DAY_EPOCH_UNIX_NS)
+                .err()
+                .expect("refused");
+        let text = error.to_string();
+        assert!(
+            matches!(error, JournalError::MissingSegment { .. }),
+            "{text}"
+        );
+        assert!(text.contains(&last.display().to_string()), "{text}");
+        assert_eq!(verify(&dir).expect_err("verify").to_string(), text);
+    }
+    let cut = truncate_corrupt_tail(&dir).expect("continue on request");
+    assert_eq!(cut.last_seq, kept_last_seq);
+    assert_eq!(cut.accepted_damage.len(), 1, "{:?}", cut.accepted_damage);
+    let (mut writer, reopened) = open(&dir);
+    assert_eq!(reopened.last_seq, kept_last_seq);
+    append_range(&mut writer, kept_last_seq + 1, kept_last_seq + 40);
+    drop(writer);
+    assert_eq!(check_all(&dir, 1), kept_last_seq + 40);
+    assert!(verify(&dir).expect("verify").manifest.is_some());
+}
+
+fn first_seq_of(path: &Path) -> u64 {
+    let bytes = std::fs::read(path).expect("read");
+    u64::from_le_bytes(bytes[24..32].try_into().expect("8"))
+}
+
+/// Journals written before the manifest existed (replay-logs/) open as before; the writer
+/// adds a manifest. A leftover temporary manifest is cleaned up.
+#[test]
+fn journal_without_a_manifest_opens_and_gets_one() {
+    let temp = TempDir::new("no-manifest");
+    let dir = temp.journal();
+    write_journal(&dir, 50);
+    std::fs::remove_file(manifest::manifest_path(&dir)).expect("remove");
+    std::fs::write(dir.join(manifest::MANIFEST_TMP_NAME), b"half").expect("tmp");
+    let verified = verify(&dir).expect("verify");
+    assert_eq!((verified.manifest, verified.durable_seq), (None, 0));
+    let (writer, report) = open(&dir);
+    drop(writer);
+    assert_eq!(report.last_seq, 50);
+    assert!(!dir.join(manifest::MANIFEST_TMP_NAME).exists());
+    let marks = verify(&dir)
+        .expect("verify")
+        .manifest
+        .expect("manifest added");
+    assert_eq!(marks.synced_through_seq, 50);
+    // A manifest of another journal is refused.
+    let other = ManifestState {
+        day_epoch_unix_ns: DAY_EPOCH_UNIX_NS + NANOS_PER_DAY,
+        ..marks
+    };
+    manifest::write_durable(&dir, &other).expect("write");
+    let error = verify(&dir).expect_err("foreign manifest");
+    assert!(error.to_string().contains("manifest"), "{error}");
 }
 
 #[test]
@@ -777,26 +991,38 @@ fn flush_advances_the_durable_seq_and_gate() {
 }
 
 const CRASH_DIR_ENV: &str = "BOURSE_JOURNAL_CRASH_CHILD_DIR";
+/// `flush`: the child runs in Flush mode and flushes every 16 appends (group commit), so the
+/// kill also lands inside msyncs and manifest updates.
+const CRASH_MODE_ENV: &str = "BOURSE_JOURNAL_CRASH_CHILD_MODE";
 const CRASH_CHILD_TEST: &str = "journal::tests::crash_child_appender";
 
-/// Child half of `killed_writer_process_loses_no_returned_append`: does nothing unless the
-/// parent set the environment variable.
+/// Child half of `killed_writer_process_*`: does nothing unless the parent set the
+/// environment variable. Prints `SEQ n` after each append returns and `DURABLE n` after
+/// each flush.
 #[test]
 fn crash_child_appender() {
     let Ok(dir) = std::env::var(CRASH_DIR_ENV) else {
         return;
     };
-    let (mut writer, _) = JournalWriter::open_or_create(
-        config(Path::new(&dir), Durability::Async),
-        DAY_EPOCH_UNIX_NS,
-    )
-    .expect("open");
+    let flush_mode = std::env::var(CRASH_MODE_ENV).is_ok_and(|mode| mode == "flush");
+    let durability = if flush_mode {
+        Durability::Flush
+    } else {
+        Durability::Async
+    };
+    let (mut writer, _) =
+        JournalWriter::open_or_create(config(Path::new(&dir), durability), DAY_EPOCH_UNIX_NS)
+            .expect("open");
     let mut out = std::io::stdout().lock();
     for seq in 1..=1_000_000u64 {
         let got = writer
             .append(timestamp(seq), kind(seq), &payload(seq))
             .expect("append");
         writeln!(out, "SEQ {got}").expect("stdout");
+        if flush_mode && seq % 16 == 0 {
+            let durable = writer.flush().expect("flush");
+            writeln!(out, "DURABLE {durable}").expect("stdout");
+        }
         out.flush().expect("stdout");
     }
     // Wait to be killed (bounded).
@@ -805,8 +1031,9 @@ fn crash_child_appender() {
     }
 }
 
-#[test]
-fn killed_writer_process_loses_no_returned_append() {
+/// Kill a child writer with SIGKILL once it printed `kill_after` appends; recovery must
+/// open (never refuse: a crash is not damage) and keep every append that returned.
+fn kill_writer_and_recover(mode: &str, kill_after: u64) {
     let temp = TempDir::new("kill9");
     let dir = temp.journal();
     let mut child = Command::new(std::env::current_exe().expect("test binary"))
@@ -817,28 +1044,33 @@ fn killed_writer_process_loses_no_returned_append() {
             "--test-threads=1",
         ])
         .env(CRASH_DIR_ENV, &dir)
+        .env(CRASH_MODE_ENV, mode)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn child");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let mut printed = 0u64;
+    let mut durable = 0u64;
     for line in lines.by_ref() {
         let line = line.expect("line");
         if let Some(seq) = line.strip_prefix("SEQ ") {
             printed = seq.parse().expect("seq");
-            if printed == 2_500 {
+            if printed == kill_after {
                 break;
             }
         }
     }
-    assert_eq!(printed, 2_500, "child stopped early");
+    assert_eq!(printed, kill_after, "child stopped early");
     child.kill().expect("kill -9"); // SIGKILL on Unix
     child.wait().expect("reap");
     for line in lines {
         let Ok(line) = line else { break };
         if let Some(seq) = line.strip_prefix("SEQ ") {
             printed = seq.parse().expect("seq");
+        }
+        if let Some(seq) = line.strip_prefix("DURABLE ") {
+            durable = seq.parse().expect("seq");
         }
     }
     let (writer, report) = open(&dir);
@@ -847,7 +1079,26 @@ fn killed_writer_process_loses_no_returned_append() {
         report.last_seq >= printed,
         "lost returned appends: {report:?}, printed {printed}"
     );
+    // Every flush that returned had raised the mark first.
+    assert!(
+        report.durable_seq >= durable,
+        "{report:?}, durable {durable}"
+    );
     assert_eq!(check_all(&dir, 1), report.last_seq);
+}
+
+#[test]
+fn killed_writer_process_loses_no_returned_append() {
+    kill_writer_and_recover("async", 2_500);
+}
+
+/// The same with group commits: the kill lands anywhere, including inside an msync, a
+/// manifest update or a rotation; what recovery finds is never refused as damage.
+#[test]
+fn killed_flushing_writer_process_is_recovered_not_refused() {
+    for kill_after in [777, 2_500] {
+        kill_writer_and_recover("flush", kill_after);
+    }
 }
 
 #[test]

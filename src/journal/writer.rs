@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 
 use crossbeam::channel::{self, Receiver, Sender, TrySendError};
 
+use super::manifest::LiveManifest;
 use super::record::{SEAL_BYTES, record_span_bytes, write_record, write_seal};
 use super::recovery::{self, RecoveryReport};
 use super::segment::{self, HEADER_BYTES, MappedSegment, SegmentHeader};
@@ -34,6 +35,11 @@ pub struct JournalWriter {
     retired_unflushed: Vec<(MappedSegment, u64, u64)>,
     durable_seq: Arc<AtomicU64>,
     confirmed_seq: Arc<AtomicU64>,
+    /// The durable marks (flushed and sealed through), updated in place on every flush and
+    /// seal; recovery refuses damage below them instead of cutting it as a torn tail.
+    manifest: LiveManifest,
+    /// Tests: drop like a killed process (no final sync, no mark updates, spare left).
+    crash_on_drop: bool,
     helper: Helper,
     _lock: File,
 }
@@ -53,8 +59,12 @@ impl JournalWriter {
         }
         ensure_dir(&config.dir, config.create_dir)?;
         let lock = lock_dir(&config.dir)?;
-        let (mut report, tail) = recovery::recover(&config.dir)?;
-        let (current, write_offset_bytes) = match tail {
+        let recovered = recovery::recover(&config.dir, false, Some(day_epoch_unix_ns_for_new))?;
+        let mut report = recovered.report;
+        let marks = recovered
+            .marks
+            .expect("a writer's recovery always writes the marks");
+        let (current, write_offset_bytes) = match recovered.tail {
             None => {
                 report.day_epoch_unix_ns = day_epoch_unix_ns_for_new;
                 report.segments = 1;
@@ -81,8 +91,13 @@ impl JournalWriter {
             Some((mapped, tail)) => (mapped, tail.end_offset_bytes),
         };
         current.prefault(write_offset_bytes);
+        assert!(marks.day_epoch_unix_ns == report.day_epoch_unix_ns);
+        assert!(marks.sealed_through_segment + 1 == current.segment_index);
+        let manifest = LiveManifest::open(&config.dir, marks)?;
         let helper = Helper::spawn(&config, current.segment_index + 1)?;
         let writer = JournalWriter {
+            manifest,
+            crash_on_drop: false,
             day_epoch_unix_ns: report.day_epoch_unix_ns,
             flushed_offset_bytes: write_offset_bytes,
             write_offset_bytes,
@@ -124,14 +139,18 @@ impl JournalWriter {
         }
         self.prefetch_ahead();
         let seq = self.next_seq;
-        write_record(
-            &mut self.current.map,
-            self.write_offset_bytes,
-            seq,
-            timestamp,
-            kind,
-            payload,
-        );
+        // SAFETY: this writer is the segment's only writer (directory lock); the span and a
+        // seal fit (checked above) and lie past the published end, where the bytes are zero.
+        unsafe {
+            write_record(
+                self.current.bytes(),
+                self.write_offset_bytes,
+                seq,
+                timestamp,
+                kind,
+                payload,
+            )
+        };
         self.write_offset_bytes += span_bytes;
         self.next_seq = seq + 1;
         self.last_timestamp = timestamp;
@@ -146,7 +165,12 @@ impl JournalWriter {
         const AHEAD_BYTES: u64 = 4 * segment::PAGE_BYTES;
         let target_bytes = self.write_offset_bytes + AHEAD_BYTES;
         if target_bytes < self.current.segment_bytes() {
-            let target = self.current.map[target_bytes as usize..].as_ptr();
+            // In bounds (checked); only an address for the hint, never dereferenced.
+            let target = self
+                .current
+                .bytes()
+                .as_ptr()
+                .wrapping_add(target_bytes as usize);
             prefetch_write(target);
         }
     }
@@ -154,12 +178,13 @@ impl JournalWriter {
     /// Seal the full segment and continue in the prepared one.
     #[cold]
     fn rotate(&mut self) -> Result<(), JournalError> {
-        let mut next = self
+        let next = self
             .helper
             .take_prepared(&self.config, self.current.segment_index + 1)?;
         assert!(next.segment_index == self.current.segment_index + 1);
         assert!(next.segment_bytes() == self.config.segment_bytes);
-        write_seal(&mut self.current.map, self.write_offset_bytes);
+        // SAFETY: only writer; the seal fits after the last record (append keeps room).
+        unsafe { write_seal(self.current.bytes(), self.write_offset_bytes) };
         let header = SegmentHeader {
             segment_index: next.segment_index,
             first_seq: self.next_seq,
@@ -169,7 +194,11 @@ impl JournalWriter {
             max_payload_bytes: self.config.max_payload_bytes,
         };
         // Seal first, then the header: a reader that finds the seal waits for the header.
-        header.publish(&mut next.map);
+        // SAFETY: only writer of the prepared segment (the helper hands it over whole).
+        unsafe { header.publish(next.bytes()) };
+        // The successor exists (the helper fsynced its file and directory entry) and is
+        // published: the mark may say so.
+        self.manifest.record_seal(self.current.segment_index);
         let retired = std::mem::replace(&mut self.current, next);
         let retired_end_bytes = self.write_offset_bytes + SEAL_BYTES;
         let retired_flushed_bytes = self.flushed_offset_bytes;
@@ -195,13 +224,22 @@ impl JournalWriter {
     /// Returns the durable sequence number.
     pub fn flush(&mut self) -> Result<u64, JournalError> {
         let written_seq = self.next_seq - 1;
-        if self.config.durability != Durability::Async {
+        let synced = self.config.durability != Durability::Async;
+        if synced {
             self.sync_retired()?;
             self.current
                 .sync_range(self.flushed_offset_bytes, self.write_offset_bytes)?;
             self.flushed_offset_bytes = self.write_offset_bytes;
         }
         assert!(self.durable_seq.load(Ordering::Relaxed) <= written_seq);
+        // Mark first, then release outputs: anything acknowledged is below the mark, so
+        // recovery never cuts it silently. (A store into the manifest mapping; no syscall.)
+        let marks = self.manifest.state();
+        if written_seq > marks.mapped_through_seq
+            || (synced && written_seq > marks.synced_through_seq)
+        {
+            self.manifest.record_flush(written_seq, synced);
+        }
         self.durable_seq.store(written_seq, Ordering::Release);
         Ok(written_seq)
     }
@@ -213,8 +251,17 @@ impl JournalWriter {
             .sync_range(self.flushed_offset_bytes, self.write_offset_bytes)?;
         self.flushed_offset_bytes = self.write_offset_bytes;
         let written_seq = self.next_seq - 1;
+        self.manifest.record_flush(written_seq, true);
+        self.manifest.sync()?;
         self.durable_seq.store(written_seq, Ordering::Release);
         Ok(written_seq)
+    }
+
+    /// Tests: make dropping this writer behave like the process being killed (nothing synced
+    /// or marked after the last `flush`, the prepared spare left behind).
+    #[cfg(test)]
+    pub(crate) fn crash(mut self) {
+        self.crash_on_drop = true;
     }
 
     fn sync_retired(&mut self) -> Result<(), JournalError> {
@@ -302,12 +349,16 @@ impl JournalWriter {
 
 impl Drop for JournalWriter {
     fn drop(&mut self) {
+        if self.crash_on_drop {
+            self.helper.stop(false);
+            return;
+        }
         if self.config.durability != Durability::Async
             && let Err(error) = self.sync_all()
         {
             tracing::error!(%error, "journal: final sync failed");
         }
-        self.helper.stop();
+        self.helper.stop(true);
     }
 }
 
@@ -329,7 +380,9 @@ fn start_segment(
     first_seq: u64,
     day_epoch_unix_ns: u64,
 ) -> Result<MappedSegment, JournalError> {
-    let mut segment = MappedSegment::create(&config.dir, segment_index, config.segment_bytes)?;
+    // A spare left there is all zero (recovery checked) and may be the required successor of
+    // a sealed segment: it is reused, never removed first.
+    let segment = MappedSegment::create_or_reuse(&config.dir, segment_index, config.segment_bytes)?;
     let header = SegmentHeader {
         segment_index,
         first_seq,
@@ -338,7 +391,8 @@ fn start_segment(
         segment_bytes: config.segment_bytes,
         max_payload_bytes: config.max_payload_bytes,
     };
-    header.publish(&mut segment.map);
+    // SAFETY: a new segment, not yet known to any reader; this writer is its only writer.
+    unsafe { header.publish(segment.bytes()) };
     segment.sync_range(0, HEADER_BYTES)?;
     Ok(segment)
 }
@@ -451,13 +505,16 @@ impl Helper {
         }
     }
 
-    /// Stop the thread and remove a prepared but unused spare.
-    fn stop(&mut self) {
+    /// Stop the thread and (if `remove_spare`) remove a prepared but unused spare.
+    fn stop(&mut self, remove_spare: bool) {
         drop(self.requests.take());
         if let Some(thread) = self.thread.take()
             && thread.join().is_err()
         {
             tracing::error!("journal helper thread panicked");
+        }
+        if !remove_spare {
+            return;
         }
         if let Ok(Ok(spare)) = self.prepared.try_recv() {
             let path = spare.path.clone();
@@ -571,8 +628,8 @@ mod truncate_tests {
         }
     }
 
-    /// A crash inside the cut: `truncate_after` removes later segments last first, then zeroes
-    /// the cut range last page first. Stop it after each step; the next open must find every
+    /// A crash inside the cut: `truncate_after` removes later segments last first (emptying the
+    /// one after the kept segment), then zeroes the cut range last page first. Stop it after each step; the next open must find every
     /// kept record and, after them, only a prefix of the cut ones; a second cut then finishes.
     #[test]
     fn interrupted_cut_leaves_a_valid_prefix() {
@@ -595,9 +652,19 @@ mod truncate_tests {
                     std::fs::copy(path, dir.join(path.file_name().expect("name"))).expect("copy");
                 }
                 let mut remaining = list_segments(&dir).expect("list");
-                for _ in 0..removed_segments {
+                for n in 0..removed_segments {
                     let (_, path) = remaining.pop().expect("segment");
-                    std::fs::remove_file(path).expect("remove");
+                    if n + 1 < removed_segments {
+                        std::fs::remove_file(path).expect("remove");
+                    } else {
+                        // The cut empties the segment after the kept one instead of removing
+                        // it (a sealed segment never lacks its successor): an empty file.
+                        std::fs::File::options()
+                            .write(true)
+                            .open(&path)
+                            .and_then(|f| f.set_len(0))
+                            .expect("empty");
+                    }
                 }
                 let Some((_, last_path)) = remaining.last() else {
                     continue;

@@ -33,9 +33,14 @@ pub struct Day {
     pub steps: Vec<(u64, Step)>,
 }
 
-/// Write `day` as a journal in `dir` (which must not hold one yet).
+/// Write `day` as a journal in `dir` (which must not hold one yet). The writer's manifest is
+/// removed: the recorded days keep the segment files only (as replay-logs/ always had), so
+/// they stay byte-for-byte reproducible (a manifest holds the boot id) and the torn-tail day's
+/// cut record reads as a crash mid-append, not as damage to a durable record.
 pub fn record(day: &Day, dir: &Path) -> Result<(), String> {
-    record_with(day, dir, SEGMENT_BYTES)
+    record_with(day, dir, SEGMENT_BYTES)?;
+    let manifest = bourse::journal::manifest::manifest_path(dir);
+    std::fs::remove_file(&manifest).map_err(|e| format!("{}: {e}", manifest.display()))
 }
 
 /// [`record`] with another segment size (large synthetic days).

@@ -24,8 +24,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Check every header and record; report a torn tail without changing anything.
-    /// Every DIR below is a trading day's journal, or journal.dir itself (its latest day).
+    /// Check every header and record and the manifest's marks (a missing segment, damage to
+    /// durable records); report a torn tail without changing anything. Every DIR below is a
+    /// trading day's journal, or journal.dir itself (its latest day).
     Verify { dir: PathBuf },
     /// Print records human-readably (OUCH decoded).
     Dump {
@@ -98,6 +99,17 @@ fn verify_command(dir: &Path) -> Result<(), String> {
         r.day_epoch_unix_ns
     );
     println!("last timestamp {}", clock(r.last_timestamp.0));
+    match &r.manifest {
+        Some(m) => println!(
+            "manifest: sealed through segment {} (next expected {}), durable through seq {} (synced {}, in the mapping {})",
+            m.sealed_through_segment,
+            m.sealed_through_segment + 1,
+            r.durable_seq,
+            m.synced_through_seq,
+            m.mapped_through_seq
+        ),
+        None => println!("manifest: none (a journal from before manifests: seal checks only)"),
+    }
     match &r.torn_tail {
         Some(t) => println!(
             "torn tail: {} at offset {} ({} bytes, {}); a writer would cut it",
