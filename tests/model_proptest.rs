@@ -7,7 +7,7 @@
 mod model;
 
 use bourse::exchange::{
-    AccountDef, Admin, Command, Exchange, Input, Limits, Outcome, Output, Recorder, SymbolDef,
+    AccountDef, Admin, Command, Exchange, Input, Limits, Outcome, Output, Recorder, Stp, SymbolDef,
     Venue,
 };
 use bourse::types::{AccountId, Firm, Locate, Price, Shares, Side, Symbol, Timestamp, Token};
@@ -71,6 +71,47 @@ fn venue() -> Venue {
                 firm: "".into(),
                 ..AccountDef::default()
             },
+            // DESIGN.md 4a venue controls. NEWEST shares ALICE's firm: self-trade prevention
+            // is judged per account (same username), not per firm.
+            AccountDef {
+                username: "NEWEST".into(),
+                firm: "AAAA".into(),
+                stp: Stp::CancelNewest,
+                ..AccountDef::default()
+            },
+            AccountDef {
+                username: "OLDEST".into(),
+                firm: "OO".into(),
+                stp: Stp::CancelOldest,
+                cancel_on_disconnect: true,
+                max_open_orders: Some(4),
+                ..AccountDef::default()
+            },
+            AccountDef {
+                username: "BOTH".into(),
+                firm: "BOTH".into(),
+                stp: Stp::CancelBoth,
+                max_open_shares: Some(700),
+                ..AccountDef::default()
+            },
+            AccountDef {
+                username: "DECR".into(),
+                firm: "DD".into(),
+                stp: Stp::Decrement,
+                cancel_on_disconnect: true,
+                max_day_shares: Some(1_000),
+                ..AccountDef::default()
+            },
+            // Every limit at once, no self-trade prevention (it trades with itself).
+            AccountDef {
+                username: "LIMIT".into(),
+                firm: "LL".into(),
+                cancel_on_disconnect: true,
+                max_open_orders: Some(3),
+                max_open_shares: Some(900),
+                max_day_shares: Some(400),
+                ..AccountDef::default()
+            },
         ],
         limits: Limits {
             orders_per_symbol: 4096,
@@ -80,7 +121,9 @@ fn venue() -> Venue {
     }
 }
 
-const ACCOUNTS: usize = 4;
+const ACCOUNTS: usize = 9;
+/// The accounts' firms, in venue order.
+const FIRMS: [&str; ACCOUNTS] = ["AAAA", "BBBB", "CC", "", "AAAA", "OO", "BOTH", "DD", "LL"];
 /// 09:30:00 in ns since midnight.
 const OPEN_NS: u64 = 34_200 * 1_000_000_000;
 
@@ -186,6 +229,27 @@ enum Act {
     Halt(u16),
     Resume(u16),
     EndOfDay,
+    /// Kill switch; `account` may be one past the last (refused); `symbol` 0 = all symbols,
+    /// else a locate (4 is unknown: refused).
+    CancelAll {
+        account: usize,
+        symbol: u16,
+    },
+    /// An order against one of the account's own live orders (per the model): its symbol,
+    /// the other side, priced `through` ticks past it (or a market order), so self-trade
+    /// prevention is met often. A plain Enter when the account has nothing live.
+    SelfCross {
+        account: usize,
+        target: Index,
+        shares: u32,
+        through: Option<u8>,
+        tif: u32,
+        display: u8,
+    },
+    Block(usize),
+    /// Mostly an account that is blocked.
+    Unblock(usize),
+    Disconnect(usize),
 }
 
 #[derive(Clone, Debug)]
@@ -334,11 +398,10 @@ impl Builder {
                     3 => (sym("GOOG"), 0),
                     _ => (sym("aapl"), 0),
                 };
-                let firms = ["AAAA", "BBBB", "CC", ""];
                 let entered_firm = match e.firm {
                     0 => Firm::SPACES,
-                    1 => firm(firms[e.account]),
-                    2 => firm(firms[(e.account + 1) % ACCOUNTS]),
+                    1 => firm(FIRMS[e.account]),
+                    2 => firm(FIRMS[(e.account + 1) % ACCOUNTS]),
                     _ => firm("aaaa"),
                 };
                 self.tokens[e.account].push((token, s));
@@ -418,7 +481,97 @@ impl Builder {
                 self.push(dt, Command::Admin(Admin::Resume(Locate(l))))
             }
             Act::EndOfDay => self.push(dt, Command::Admin(Admin::EndOfDay)),
+            Act::CancelAll { account, symbol } => {
+                let admin = Admin::CancelAll {
+                    account: AccountId(*account as u16),
+                    symbol: (*symbol > 0).then_some(Locate(*symbol)),
+                };
+                self.push(dt, Command::Admin(admin))
+            }
+            Act::SelfCross {
+                account,
+                target,
+                shares,
+                through,
+                tif,
+                display,
+            } => self.self_cross(dt, *account, *target, *shares, *through, *tif, *display),
+            Act::Block(a) => self.push(dt, Command::Admin(Admin::Block(AccountId(*a as u16)))),
+            Act::Unblock(a) => {
+                let blocked = self.model.blocked();
+                let a = if *a < ACCOUNTS && !blocked.is_empty() {
+                    blocked[*a % blocked.len()]
+                } else {
+                    *a as u16
+                };
+                self.push(dt, Command::Admin(Admin::Unblock(AccountId(a))))
+            }
+            Act::Disconnect(a) => self.push(
+                dt,
+                Command::Disconnect {
+                    account: AccountId(*a as u16),
+                },
+            ),
         }
+    }
+}
+
+impl Builder {
+    #[allow(clippy::too_many_arguments)]
+    fn self_cross(
+        &mut self,
+        dt: u64,
+        account: usize,
+        target: Index,
+        shares: u32,
+        through: Option<u8>,
+        tif: u32,
+        display: u8,
+    ) {
+        let live = self.model.live_tokens(account as u16);
+        let (symbol, side, price) = match live.get(target.index(live.len().max(1))) {
+            Some(t) => {
+                let o = self.model.live(account as u16, t).unwrap();
+                let tick = venue().symbols[o.symbol].tick;
+                let price = match through {
+                    None => Price::MARKET,
+                    Some(n) if o.side == Side::Buy => {
+                        Price(o.price.raw().saturating_sub(u32::from(n) * tick).max(tick))
+                    }
+                    Some(n) => Price(o.price.raw() + u32::from(n) * tick),
+                };
+                (
+                    o.symbol,
+                    if o.side == Side::Buy { b'S' } else { b'B' },
+                    price,
+                )
+            }
+            None => (0, b'B', Price(BASE[0])),
+        };
+        let token = self.fresh();
+        self.tokens[account].push((token, symbol));
+        let message = ouch::Inbound::Enter(ouch::EnterOrder {
+            token,
+            side,
+            shares: Shares(shares),
+            stock: sym(&venue().symbols[symbol].symbol),
+            price,
+            tif: if price.is_market() { 0 } else { tif },
+            firm: Firm::SPACES,
+            display,
+            capacity: b'A',
+            intermarket_sweep: b'N',
+            min_qty: Shares(0),
+            cross_type: b'N',
+            customer_type: b'R',
+        });
+        self.push(
+            dt,
+            Command::Ouch {
+                account: AccountId(account as u16),
+                message,
+            },
+        );
     }
 }
 
@@ -435,8 +588,14 @@ fn build(steps: &[Step]) -> Vec<Input> {
 // Strategies
 // ---------------------------------------------------------------------------------------------
 
+/// Accounts with venue controls (4..) are picked more often, so their own orders meet.
 fn account() -> impl Strategy<Value = usize> {
-    0..ACCOUNTS
+    prop_oneof![2 => 0..4usize, 3 => 4..ACCOUNTS]
+}
+
+/// An account for an admin command: now and then one that does not exist.
+fn admin_account() -> impl Strategy<Value = usize> {
+    prop_oneof![20 => account(), 1 => Just(ACCOUNTS)]
 }
 
 fn tok_sel() -> impl Strategy<Value = TokSel> {
@@ -621,6 +780,18 @@ fn act() -> impl Strategy<Value = Act> {
         4 => Just(Act::Tick),
         1 => (0u16..=4).prop_map(Act::Halt),
         6 => (0u16..=4).prop_map(Act::Resume),
+        2 => (admin_account(), prop_oneof![2 => Just(0u16), 2 => 1u16..=3, 1 => Just(4u16)])
+            .prop_map(|(account, symbol)| Act::CancelAll { account, symbol }),
+        5 => (
+            (account(), any::<Index>(), prop_oneof![6 => 1..=300u32, 1 => 300..=900u32]),
+            (prop_oneof![6 => (0u8..=2).prop_map(Some), 1 => Just(None)], tif(), display()),
+        )
+            .prop_map(|((account, target, shares), (through, tif, display))| {
+                Act::SelfCross { account, target, shares, through, tif, display }
+            }),
+        1 => admin_account().prop_map(Act::Block),
+        2 => admin_account().prop_map(Act::Unblock),
+        3 => account().prop_map(Act::Disconnect),
     ]
 }
 
@@ -1536,7 +1707,14 @@ fn coverage() {
                 Output::Ouch(_, ouch::Outbound::Replaced(a)) => {
                     format!("U state {}", b(a.order_state))
                 }
+                // Venue controls by account (4 NEWEST .. 8 LIMIT), other reasons in total.
+                Output::Ouch(a, ouch::Outbound::Rejected(r)) if a.0 >= 4 => {
+                    format!("J {} acct{}", b(r.reason), a.0)
+                }
                 Output::Ouch(_, ouch::Outbound::Rejected(r)) => format!("J {}", b(r.reason)),
+                Output::Ouch(a, ouch::Outbound::Canceled(c)) if b"QSZ".contains(&c.reason) => {
+                    format!("C {} acct{}", b(c.reason), a.0)
+                }
                 Output::Ouch(_, ouch::Outbound::Canceled(c)) => format!("C {}", b(c.reason)),
                 Output::Ouch(_, ouch::Outbound::Executed(x)) => format!("E {}", b(x.liquidity)),
                 Output::Ouch(_, m) => format!("{m:?}").chars().take(14).collect(),
