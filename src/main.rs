@@ -64,6 +64,15 @@ enum AdminAction {
     Resume { symbol: String },
     /// End the day: cancel every resting order (reason E), then the end-of-day messages.
     EndOfDay,
+    /// Kill switch: cancel the account's resting orders (reason S), in every symbol or one.
+    CancelAll {
+        account: String,
+        symbol: Option<String>,
+    },
+    /// Reject the account's Enter and Replace (reason a) until unblocked; cancels still work.
+    Block { account: String },
+    /// End a block.
+    Unblock { account: String },
     /// Print sequence numbers, resting orders and sessions.
     Status,
 }
@@ -171,6 +180,9 @@ fn admin_command(config: Option<PathBuf>, action: AdminAction) -> Result<(), Str
         AdminAction::Halt { symbol } => Request::Halt(symbol),
         AdminAction::Resume { symbol } => Request::Resume(symbol),
         AdminAction::EndOfDay => Request::EndOfDay,
+        AdminAction::CancelAll { account, symbol } => Request::CancelAll { account, symbol },
+        AdminAction::Block { account } => Request::Block(account),
+        AdminAction::Unblock { account } => Request::Unblock(account),
         AdminAction::Status => Request::Status,
     };
     let answer = admin::send_with_config(&config, &request, Duration::from_secs(5))?;
