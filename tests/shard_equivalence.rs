@@ -954,7 +954,7 @@ fn replay_logs_through_the_split_pipeline() {
     use bourse::journal::JournalReader;
     use bourse::sequencer::record;
     let logs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("replay-logs");
-    for name in ["busy-day", "edge-cases", "torn-tail"] {
+    for name in ["busy-day", "edge-cases", "torn-tail", "venue-controls"] {
         let dir = logs.join(name);
         // `bourse replay` of the same journal (not expected.txt: the reference is what the
         // single-threaded exchange computes today).
