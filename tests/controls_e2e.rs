@@ -450,3 +450,40 @@ fn account_controls_from_the_config_file_reach_the_engine_in(layout: &str) {
     expect(&mut l, &["J L6 m", "A L7 L r5"]);
     assert!(venue.stop().success());
 }
+
+#[test]
+fn bad_bytes_end_a_session_like_a_drop_and_a_refused_login_cancels_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path(), &config(dir.path(), COMPACT));
+    let mut droppy = login(&venue, "DROPPY", "droppypw", 1);
+    droppy
+        .send(&enter("D1", b'B', 100, "AAPL", 990_000))
+        .unwrap(); // r1
+    expect(&mut droppy, &["SS", "A D1 L r1"]);
+    // A second connection for the account is refused (one connection per account), and a
+    // bad password too: neither was the logged-in session, so nothing is canceled.
+    for password in ["droppypw", "wrong"] {
+        match OuchClient::login(venue.gateway, "DROPPY", password, "", 0, TIMEOUT) {
+            Err(bourse::client::LoginError::Rejected(_)) => {}
+            other => panic!(
+                "expected a refused login, got {:?}",
+                other.map(|c| c.next_seq)
+            ),
+        }
+    }
+    droppy
+        .send(&enter("D2", b'B', 100, "AAPL", 980_000))
+        .unwrap(); // r2
+    expect(&mut droppy, &["A D2 L r2"]);
+    // Bad bytes close the session (DESIGN.md 7): it ended other than by Logout Request.
+    droppy.send_bytes(&[0, 3, b'U', b'Q', 0]).unwrap();
+    let closed =
+        (0..20).any(|_| matches!(droppy.recv(TIMEOUT), Ok(Some(Received::Closed)) | Err(_)));
+    assert!(closed, "an unknown OUCH type closes the connection");
+    let mut droppy = login(&venue, "DROPPY", "droppypw", 4);
+    droppy
+        .send(&enter("D3", b'B', 100, "AAPL", 970_000))
+        .unwrap(); // r3
+    expect(&mut droppy, &["C D1 100 Z", "C D2 100 Z", "A D3 L r3"]);
+    assert!(venue.stop().success());
+}
