@@ -2880,3 +2880,84 @@ fn account_limits_on_replace_are_outcome_2() {
         .replace(DECR, "s1", "s2", 501, Z5 + 1, 99_999, b'Y', 0); // 500 + 501 > 1000
     assert_eq!(s.last(), ["a7 C s1 100 U", "D r1"]);
 }
+
+/// Room in the book with self-trade prevention: an order needs room to rest when it would
+/// have shares left to rest (README, "Capacity limits"). Own resting orders canceled by
+/// cancel-oldest do not fill the taker, so it rests: with no room it must be rejected `O`
+/// up front. Against its own orders a cancel-newest or cancel-both taker never rests, so it
+/// needs no room; decrement takes shares off the taker like a trade.
+#[test]
+fn capacity_limits_with_self_trade_prevention() {
+    // One price level per side.
+    let mut v = venue();
+    v.limits = Limits {
+        orders_per_symbol: 16,
+        levels_per_side: 1,
+        tokens_per_account: 64,
+    };
+    let mut s = Script::new();
+    s.enter(1, "bid", e(b'B', 100, P150)) // the bid side's one level
+        .enter(OLDEST, "o-ask", e(b'S', 100, P150 + 100))
+        .enter(OLDEST, "o-buy", e(b'B', 100, P150 + 100)) // cancel-oldest: would rest: O
+        .enter(NEWEST, "n-ask", e(b'S', 100, P150 + 100))
+        .enter(NEWEST, "n-buy", e(b'B', 200, P150 + 100)) // stops at its own order: fits
+        .enter(BOTH, "b-ask", e(b'S', 100, P150 + 100))
+        .enter(BOTH, "b-buy", e(b'B', 300, P150 + 100)) // stops at its own order: fits
+        .enter(DECR, "d-ask", e(b'S', 100, P150 + 100))
+        .enter(DECR, "d-buy", e(b'B', 100, P150 + 100)) // decremented to nothing: fits
+        .enter(DECR, "d-ask2", e(b'S', 100, P150 + 100))
+        .enter(DECR, "d-buy2", e(b'B', 150, P150 + 100)) // 50 would rest: O
+        .enter(NEWEST, "n-ask2", e(b'S', 100, P150 + 100)) // behind d-ask2
+        .enter(NEWEST, "n-buy3", e(b'B', 300, P150 + 100)); // more than the book: still fits
+    let mut engine = Exchange::new(v).unwrap();
+    let mut rec = Recorder::default();
+    for i in &s.inputs() {
+        engine.apply(i, &mut rec);
+    }
+    let taker_outcomes: Vec<String> = brief(&rec.outputs)
+        .into_iter()
+        .filter(|l| l.contains("buy"))
+        .collect();
+    assert_eq!(
+        taker_outcomes,
+        [
+            "a5 J o-buy O",
+            "a4 A n-buy L",
+            "a4 E n-buy 100 m1", // OLDEST's ask, still there
+            "a4 C n-buy 100 Q",
+            "a6 A b-buy L",
+            "a6 E b-buy 100 m2", // NEWEST's ask, still there
+            "a6 C b-buy 200 Q",
+            "a7 A d-buy L",
+            "a7 C d-buy 100 Q",
+            "a7 J d-buy2 O",
+            "a4 A n-buy3 L",
+            "a4 E n-buy3 100 m3",
+            "a4 C n-buy3 200 Q",
+        ]
+    );
+    // The same through a replace: o-rep shares its level with BOB's order (the level stays
+    // when o-rep leaves), the bid side's two levels are in use, and the replacement crosses
+    // only its own ask: "rejected O the same way", the original intact.
+    let mut s = Script::new();
+    s.enter(1, "bid", e(b'B', 100, P150))
+        .enter(1, "bid2", e(b'B', 100, P150 - 100))
+        .enter(OLDEST, "o-ask", e(b'S', 100, P150 + 100))
+        .enter(OLDEST, "o-rep", e(b'B', 100, P150 - 100))
+        .replace(OLDEST, "o-rep", "o-new", 100, P150 + 100, 99_999, b'Y', 0);
+    let mut v = venue();
+    v.limits = Limits {
+        orders_per_symbol: 16,
+        levels_per_side: 2,
+        tokens_per_account: 64,
+    };
+    let mut engine = Exchange::new(v).unwrap();
+    let mut rec = Recorder::default();
+    for i in &s.inputs() {
+        engine.apply(i, &mut rec);
+    }
+    assert_eq!(
+        brief(&rec.outputs).last().map(String::as_str),
+        Some("a5 J o-new O")
+    );
+}
