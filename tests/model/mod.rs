@@ -187,6 +187,15 @@ impl Model {
             .find(|o| o.account == account && o.token == *token)
     }
 
+    /// (account, token) of every live order.
+    pub fn live_set(&self) -> BTreeSet<(u16, Token)> {
+        self.symbols
+            .iter()
+            .flat_map(|s| s.orders.iter())
+            .map(|o| (o.account, o.token))
+            .collect()
+    }
+
     /// Tokens of `account`'s live orders, oldest reference number first.
     pub fn live_tokens(&self, account: u16) -> Vec<Token> {
         let mut v: Vec<&Order> = self
