@@ -82,6 +82,15 @@ enum AdminAction {
     Resume { symbol: String },
     /// End the day: cancel every resting order (reason E), then the end-of-day messages.
     EndOfDay,
+    /// Kill switch: cancel the account's resting orders (reason S), in every symbol or one.
+    CancelAll {
+        account: String,
+        symbol: Option<String>,
+    },
+    /// Reject the account's Enter and Replace (reason a) until unblocked; cancels still work.
+    Block { account: String },
+    /// End a block.
+    Unblock { account: String },
     /// Print sequence numbers, resting orders and sessions.
     Status,
     /// Stop the daemon: every session gets End of Session, the journal is flushed.
@@ -217,6 +226,9 @@ fn admin_command(config: Option<PathBuf>, action: AdminAction) -> Result<(), Str
         AdminAction::Halt { symbol } => Request::Halt(symbol),
         AdminAction::Resume { symbol } => Request::Resume(symbol),
         AdminAction::EndOfDay => Request::EndOfDay,
+        AdminAction::CancelAll { account, symbol } => Request::CancelAll { account, symbol },
+        AdminAction::Block { account } => Request::Block(account),
+        AdminAction::Unblock { account } => Request::Unblock(account),
         AdminAction::Status => Request::Status,
         AdminAction::Shutdown => Request::Shutdown,
     };

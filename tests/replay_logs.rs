@@ -1,6 +1,8 @@
 //! Every recorded journal in replay-logs/ replays to exactly its recorded digests.
 
-use bourse::exchange::{Exchange, Output, Recorder};
+mod model;
+
+use bourse::exchange::{Command, Exchange, Input, Output, Recorder};
 use bourse::journal::JournalReader;
 use bourse::replay;
 use bourse::wire::ouch::Outbound;
@@ -106,4 +108,90 @@ fn edge_cases_cover_every_reject_code_and_replace_outcome() {
         "{replaced_dead} dead, {replaced_live} live replaces"
     );
     assert!(replace_inputs >= 8);
+}
+
+#[test]
+fn venue_controls_replay_to_their_digests() {
+    check("venue-controls");
+}
+
+/// The venue-controls day holds every new input kind and outcome of DESIGN.md 4a, and its
+/// outputs (whose digests are recorded) are what the reference model computes from the same
+/// inputs, input by input: the digests were not simply taken from the engine.
+#[test]
+fn venue_controls_cover_every_control_and_equal_the_model() {
+    use bourse::sequencer::record;
+    let dir = logs().join("venue-controls/journal");
+    let mut reader = JournalReader::open(&dir, 1).unwrap();
+    let (header, ts) = replay::read_header(&mut reader).unwrap();
+    let mut exchange = Exchange::new(header.venue.clone()).unwrap();
+    let mut model = model::Model::new(&header.venue);
+    let mut inputs = vec![Input {
+        seq: 1,
+        timestamp: ts,
+        command: Command::StartOfDay,
+    }];
+    while let Some(r) = reader.next().unwrap() {
+        inputs.push(Input {
+            seq: r.seq,
+            timestamp: r.timestamp,
+            command: record::decode(r.kind, r.payload).unwrap(),
+        });
+    }
+    let (mut kinds, mut rejects, mut cancels) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    let mut refused = 0;
+    for input in &inputs {
+        let mut rec = Recorder::default();
+        let outcome = exchange.apply(input, &mut rec);
+        let mut want = Vec::new();
+        model.apply(input, &mut want);
+        assert!(
+            rec.outputs == want,
+            "input {input:?}: engine and model differ"
+        );
+        if matches!(outcome, bourse::exchange::Outcome::AdminRefused(_)) {
+            refused += 1;
+        }
+        kinds.insert(match input.command {
+            Command::Admin(a) => format!("{a:?}")
+                .split(['(', ' '])
+                .next()
+                .unwrap()
+                .to_string(),
+            Command::Disconnect { .. } => "Disconnect".into(),
+            Command::Ouch { .. } => "Ouch".into(),
+            other => format!("{other:?}"),
+        });
+        for o in &rec.outputs {
+            match o {
+                Output::Ouch(_, Outbound::Rejected(j)) => {
+                    rejects.insert(j.reason as char);
+                }
+                Output::Ouch(_, Outbound::Canceled(c)) => {
+                    cancels.insert(c.reason as char);
+                }
+                _ => {}
+            }
+        }
+    }
+    let want_kinds = [
+        "CancelAll",
+        "Block",
+        "Unblock",
+        "Disconnect",
+        "Halt",
+        "EndOfDay",
+    ];
+    for k in want_kinds {
+        assert!(kinds.contains(k), "input kinds seen: {kinds:?}");
+    }
+    assert!(
+        "amOHC".chars().all(|c| rejects.contains(&c)),
+        "reject codes seen: {rejects:?}"
+    );
+    assert!(
+        "QSZUE".chars().all(|c| cancels.contains(&c)),
+        "cancel reasons seen: {cancels:?}"
+    );
+    assert!(refused >= 3, "{refused} admin commands refused");
 }

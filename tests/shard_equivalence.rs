@@ -7,15 +7,18 @@
 //! `PROPTEST_CASES` sets the number of random days (default 128).
 
 use bourse::exchange::{
-    AccountDef, Admin, Command, Exchange, Input, Limits, Output, Recorder, Split, SymbolDef, Venue,
+    AccountDef, Admin, Command, Exchange, Input, Limits, Output, Recorder, Split, Stp, SymbolDef,
+    Venue,
 };
 use bourse::replay::DigestSink;
 use bourse::types::{AccountId, Firm, Locate, Price, Shares, Symbol, Timestamp, Token};
 use bourse::wire::ouch;
 use proptest::prelude::*;
 use proptest::sample::Index;
+use std::collections::HashMap;
 
-const ACCOUNTS: usize = 4;
+const ACCOUNTS: usize = 6;
+const FIRMS: [&str; ACCOUNTS] = ["AAAA", "BBBB", "CC", "", "AAAA", "BOTH"];
 const SYMBOLS: [&str; 4] = ["AAPL", "MSFT", "ZZ", "IBM"];
 const BASE: [u32; 4] = [1_500_000, 200_000, 50_000, 1_000_000];
 const TICK: [u32; 4] = [100, 50, 1, 100];
@@ -34,16 +37,53 @@ fn venue(limits: Limits) -> Venue {
                 max_order_notional: [Some(50_000), None, Some(20_000), None][i],
             })
             .collect(),
-        accounts: ["ALICE", "BOB", "CAROL", "DAVE"]
+        accounts: ["ALICE", "BOB", "CAROL", "DAVE", "NEWEST", "BOTH"]
             .iter()
-            .zip(["AAAA", "BBBB", "CC", ""])
-            .map(|(u, f)| AccountDef {
-                username: u.to_string(),
-                firm: f.to_string(),
-                ..AccountDef::default()
-            })
+            .zip(FIRMS)
+            .enumerate()
+            .map(|(i, (u, f))| controls(i, u, f))
             .collect(),
         limits,
+    }
+}
+
+/// DESIGN.md 4a controls: accounts 2.. have each STP mode; limits small enough to bite, on
+/// accounts whose orders spread over symbols on different shards (the front must read the
+/// position of every shard). Six accounts, not more: fewer orders per account would make the
+/// pending replacement tokens the front waits for rare.
+fn controls(i: usize, username: &str, firm: &str) -> AccountDef {
+    let plain = AccountDef {
+        username: username.to_string(),
+        firm: firm.to_string(),
+        ..AccountDef::default()
+    };
+    match i {
+        2 => AccountDef {
+            stp: Stp::CancelOldest,
+            max_open_orders: Some(3),
+            ..plain
+        },
+        3 => AccountDef {
+            stp: Stp::Decrement,
+            cancel_on_disconnect: true,
+            max_day_shares: Some(1_000),
+            ..plain
+        },
+        4 => AccountDef {
+            stp: Stp::CancelNewest,
+            cancel_on_disconnect: true,
+            max_open_shares: Some(900),
+            ..plain
+        },
+        5 => AccountDef {
+            stp: Stp::CancelBoth,
+            cancel_on_disconnect: true,
+            max_open_orders: Some(4),
+            max_open_shares: Some(1_200),
+            max_day_shares: Some(1_500),
+            ..plain
+        },
+        _ => plain,
     }
 }
 
@@ -105,6 +145,23 @@ enum Act {
     Halt(u16),
     Resume(u16),
     EndOfDay,
+    /// An order against one of the account's own live orders: its symbol, the other side,
+    /// `through` ticks past its price (`None`: a market order).
+    SelfCross {
+        account: usize,
+        target: Index,
+        shares: u32,
+        through: Option<u8>,
+        tif: u32,
+    },
+    /// Kill switch: symbol 0 = all, else a locate (5 is unknown).
+    CancelAll {
+        account: usize,
+        symbol: u16,
+    },
+    Block(usize),
+    Unblock(usize),
+    Disconnect(usize),
 }
 
 /// Turns actions into inputs; an `Exchange` follows along to steer targets to live orders.
@@ -113,6 +170,10 @@ struct Builder {
     now: u64,
     counter: u32,
     tokens: Vec<Vec<(Token, usize)>>,
+    /// Side letter and price of every order the builder entered or replaced, by token.
+    placed: HashMap<(usize, Token), (u8, Price)>,
+    /// Accounts the builder blocked (Unblock is steered to them).
+    blocked: Vec<usize>,
     inputs: Vec<Input>,
     shadow: Exchange,
 }
@@ -124,6 +185,8 @@ impl Builder {
             now: OPEN_NS,
             counter: 0,
             tokens: vec![Vec::new(); ACCOUNTS],
+            placed: HashMap::new(),
+            blocked: Vec::new(),
             inputs: Vec::new(),
             shadow: Exchange::new(venue.clone()).unwrap(),
         };
@@ -217,9 +280,11 @@ impl Builder {
                     Symbol::from_str_padded("GOOG").unwrap()
                 };
                 self.tokens[o.account].push((token, s));
+                self.placed
+                    .insert((o.account, token), (o.side, Self::price(s, o.price)));
                 let firm = match o.firm {
                     0 => Firm::SPACES,
-                    1 => Firm::from_str_padded(["AAAA", "BBBB", "CC", ""][o.account]).unwrap(),
+                    1 => Firm::from_str_padded(FIRMS[o.account]).unwrap(),
                     _ => Firm::from_str_padded("XXXX").unwrap(),
                 };
                 let message = ouch::Inbound::Enter(ouch::EnterOrder {
@@ -252,6 +317,10 @@ impl Builder {
                 let (existing, s) = self.target(*account, existing);
                 let replacement = self.token(*account, replacement);
                 self.tokens[*account].push((replacement, s));
+                if let Some(&(side, _)) = self.placed.get(&(*account, existing)) {
+                    self.placed
+                        .insert((*account, replacement), (side, Self::price(s, *price)));
+                }
                 let message = ouch::Inbound::Replace(ouch::ReplaceOrder {
                     existing,
                     replacement,
@@ -280,7 +349,97 @@ impl Builder {
             Act::Halt(l) => self.push(dt, Command::Admin(Admin::Halt(Locate(*l)))),
             Act::Resume(l) => self.push(dt, Command::Admin(Admin::Resume(Locate(*l)))),
             Act::EndOfDay => self.push(dt, Command::Admin(Admin::EndOfDay)),
+            Act::SelfCross {
+                account,
+                target,
+                shares,
+                through,
+                tif,
+            } => self.self_cross(dt, *account, *target, *shares, *through, *tif),
+            Act::CancelAll { account, symbol } => {
+                let admin = Admin::CancelAll {
+                    account: AccountId(*account as u16),
+                    symbol: (*symbol > 0).then_some(Locate(*symbol)),
+                };
+                self.push(dt, Command::Admin(admin))
+            }
+            Act::Block(a) => {
+                self.blocked.push(*a);
+                self.push(dt, Command::Admin(Admin::Block(AccountId(*a as u16))))
+            }
+            Act::Unblock(a) => {
+                let a = if self.blocked.is_empty() {
+                    *a
+                } else {
+                    self.blocked.swap_remove(*a % self.blocked.len())
+                };
+                self.push(dt, Command::Admin(Admin::Unblock(AccountId(a as u16))))
+            }
+            Act::Disconnect(a) => self.push(
+                dt,
+                Command::Disconnect {
+                    account: AccountId(*a as u16),
+                },
+            ),
         }
+    }
+
+    fn self_cross(
+        &mut self,
+        dt: u64,
+        account: usize,
+        target: Index,
+        shares: u32,
+        through: Option<u8>,
+        tif: u32,
+    ) {
+        let live: Vec<(Token, usize)> = self.tokens[account]
+            .iter()
+            .copied()
+            .filter(|(t, _)| {
+                self.placed.contains_key(&(account, *t))
+                    && self
+                        .shadow
+                        .live_order(AccountId(account as u16), t)
+                        .is_some()
+            })
+            .collect();
+        let Some(&(own, s)) = live.get(target.index(live.len().max(1))) else {
+            return;
+        };
+        let (side, at) = self.placed[&(account, own)];
+        let buy = !matches!(side, b'B');
+        let price = match through {
+            None => Price::MARKET,
+            Some(n) if buy => Price(at.raw() + u32::from(n) * TICK[s]),
+            Some(n) => Price(at.raw().saturating_sub(u32::from(n) * TICK[s]).max(TICK[s])),
+        };
+        let token = self.token(account, &TokSel::Fresh);
+        self.tokens[account].push((token, s));
+        let side = if buy { b'B' } else { b'S' };
+        self.placed.insert((account, token), (side, price));
+        let message = ouch::Inbound::Enter(ouch::EnterOrder {
+            token,
+            side,
+            shares: Shares(shares),
+            stock: Symbol::from_str_padded(SYMBOLS[s]).unwrap(),
+            price,
+            tif: if price.is_market() { 0 } else { tif },
+            firm: Firm::SPACES,
+            display: b'Y',
+            capacity: b'A',
+            intermarket_sweep: b'N',
+            min_qty: Shares(0),
+            cross_type: b'N',
+            customer_type: b'R',
+        });
+        self.push(
+            dt,
+            Command::Ouch {
+                account: AccountId(account as u16),
+                message,
+            },
+        );
     }
 }
 
@@ -322,10 +481,14 @@ fn min_qty() -> impl Strategy<Value = u32> {
     prop_oneof![6 => Just(0u32), 1 => 1..=300u32]
 }
 
+fn account() -> impl Strategy<Value = usize> {
+    0..ACCOUNTS
+}
+
 fn act() -> impl Strategy<Value = Act> {
     let enter = (
         (
-            0..ACCOUNTS,
+            account(),
             tok_sel(),
             prop::sample::select(vec![b'B', b'S', b'T', b'E', b'x']),
         ),
@@ -359,7 +522,7 @@ fn act() -> impl Strategy<Value = Act> {
         );
     let replace = (
         (
-            0..ACCOUNTS,
+            account(),
             target(),
             prop_oneof![6 => Just(TokSel::Fresh), 3 => tok_sel()],
         ),
@@ -380,7 +543,7 @@ fn act() -> impl Strategy<Value = Act> {
             },
         );
     let cancel = (
-        0..ACCOUNTS,
+        account(),
         target(),
         prop_oneof![2 => Just(0u32), 2 => 0..=300u32],
     )
@@ -396,6 +559,13 @@ fn act() -> impl Strategy<Value = Act> {
         3 => Just(Act::Tick),
         1 => (0u16..=5).prop_map(Act::Halt),
         2 => (1u16..=4).prop_map(Act::Resume),
+        2 => (account(), any::<Index>(), 1..=400u32, prop_oneof![5 => (0u8..=2).prop_map(Some), 1 => Just(None)], tif())
+            .prop_map(|(account, target, shares, through, tif)| Act::SelfCross { account, target, shares, through, tif }),
+        1 => (0..=ACCOUNTS, prop_oneof![2 => Just(0u16), 2 => 1u16..=4, 1 => Just(5u16)])
+            .prop_map(|(account, symbol)| Act::CancelAll { account, symbol }),
+        1 => account().prop_map(Act::Block),
+        2 => account().prop_map(Act::Unblock),
+        1 => account().prop_map(Act::Disconnect),
     ]
 }
 
@@ -556,7 +726,12 @@ proptest! {
 /// must wait for the shard's verdict, and both answers (consumed or not) must come out right.
 #[test]
 fn reused_pending_tokens_wait_for_the_verdict() {
-    let venue = venue(Limits::default());
+    // Small tables: building default-sized ones for every schedule is slow in a debug build.
+    let venue = venue(Limits {
+        orders_per_symbol: 1024,
+        levels_per_side: 256,
+        tokens_per_account: 4096,
+    });
     let mut b = Builder::new(&venue);
     // A enters t1, replaces t1 -> r1 (consumed), enters r1 (ignored: used). Replaces t9
     // (unknown) -> r2 (ignored), enters r2 (accepted). Enters t2, cancels it, replaces t2 -> r3
@@ -642,13 +817,144 @@ fn reused_pending_tokens_wait_for_the_verdict() {
     assert_eq!(rec.outputs, want.outputs);
 }
 
+/// Account limits make the front read an account's position summed over every shard: each
+/// Enter below is decided by what the input just before it did on another shard (a fill, a
+/// self-trade cancel, a kill switch, a disconnect). Checked at once, in lazy schedules (the
+/// shards far behind the front) and on threads, against the inline exchange, and against the
+/// rejects DESIGN.md 4a calls for.
+#[test]
+fn account_limits_read_positions_across_shards() {
+    // Small tables: building default-sized ones 16 times is slow in a debug build.
+    let venue = venue(Limits {
+        orders_per_symbol: 1024,
+        levels_per_side: 256,
+        tokens_per_account: 4096,
+    });
+    let mut b = Builder::new(&venue);
+    let (aapl, msft, zz, ibm) = (0, 1, 2, 3);
+    let enter = |token: &str, side: u8, shares: u32, symbol: usize, ticks: i8, tif: u32| {
+        ouch::Inbound::Enter(ouch::EnterOrder {
+            token: tok(token),
+            side,
+            shares: Shares(shares),
+            stock: Symbol::from_str_padded(SYMBOLS[symbol]).unwrap(),
+            price: Builder::price(symbol, Some(ticks)),
+            tif,
+            firm: Firm::SPACES,
+            display: b'Y',
+            capacity: b'A',
+            intermarket_sweep: b'N',
+            min_qty: Shares(0),
+            cross_type: b'N',
+            customer_type: b'R',
+        })
+    };
+    // BOTH (5): cancel-both, at most 4 open orders, 1200 open shares, 1500 day shares.
+    let (both, bob) = (AccountId(5), AccountId(1));
+    let script: Vec<(AccountId, ouch::Inbound)> = vec![
+        (both, enter("b1", b'B', 300, aapl, 0, 99_999)),
+        (both, enter("b2", b'S', 300, msft, 0, 99_999)),
+        (both, enter("b3", b'B', 300, zz, 0, 99_999)),
+        (both, enter("b4", b'B', 200, ibm, 0, 99_999)), // 4 orders, 1100 shares
+        (both, enter("x1", b'B', 1, zz, -5, 99_999)),   // O: a fifth open order
+        (bob, enter("k1", b'B', 300, msft, 0, 0)),      // fills b2 on MSFT's shard: 3, 800
+        (both, enter("x2", b'B', 401, zz, -5, 0)),      // m: 1201 open shares (an IOC counts)
+        (both, enter("b5", b'B', 300, ibm, -1, 99_999)), // 4 orders, 1100 shares
+        (bob, enter("k2", b'S', 300, aapl, 0, 0)),      // fills b1 on AAPL's: 3, 800; day 600
+        (both, enter("b6", b'B', 401, zz, -3, 99_999)), // m: 1201 open shares
+        (both, enter("x3", b'S', 300, ibm, -1, 0)),     // own b4 first: cancel-both: 2, 600
+        (both, enter("b7", b'B', 400, zz, -3, 99_999)), // 3 orders, 1000 shares
+        (both, enter("b8", b'B', 200, msft, -2, 99_999)), // 4 orders, 1200 shares
+        (both, enter("x4", b'B', 1, aapl, -5, 99_999)), // O
+        (bob, enter("k3", b'S', 700, zz, -3, 0)),       // fills b3 and b7 on ZZ: 2; day 1300
+        (both, enter("x5", b'B', 201, ibm, -9, 99_999)), // m: 1300 + 201 > 1500 day
+        (both, enter("b9", b'B', 100, ibm, -9, 99_999)), // 3 orders
+        (both, enter("c0", b'B', 100, zz, -9, 99_999)), // 4 orders
+    ];
+    for (account, message) in script {
+        b.push(1_000, Command::Ouch { account, message });
+    }
+    // Kill switch on IBM's shard (b5, b9), then disconnect on all, each followed at once by
+    // Enters that only fit if the front has seen the cancels.
+    b.push(
+        1_000,
+        Command::Admin(Admin::CancelAll {
+            account: both,
+            symbol: Some(Locate(4)),
+        }),
+    );
+    for t in ["c1", "c2"] {
+        b.push(
+            1_000,
+            Command::Ouch {
+                account: both,
+                message: enter(t, b'B', 100, zz, -9, 99_999),
+            },
+        );
+    }
+    b.push(1_000, Command::Disconnect { account: both });
+    b.push(
+        1_000,
+        Command::Ouch {
+            account: both,
+            message: enter("c3", b'B', 1, msft, -9, 99_999),
+        },
+    );
+    let want = reference(&venue, &b.inputs);
+    let rejects: Vec<(String, u8)> = want
+        .outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Ouch(a, ouch::Outbound::Rejected(r)) if *a == both => Some((
+                String::from_utf8_lossy(&r.token.0).trim_end().to_string(),
+                r.reason,
+            )),
+            _ => None,
+        })
+        .collect();
+    let want_rejects: Vec<(String, u8)> = [
+        ("x1", b'O'),
+        ("x2", b'm'),
+        ("b6", b'm'),
+        ("x4", b'O'),
+        ("x5", b'm'),
+    ]
+    .iter()
+    .map(|(t, r)| (t.to_string(), *r))
+    .collect();
+    assert_eq!(rejects, want_rejects);
+    let stp = want
+        .outputs
+        .iter()
+        .filter(|o| matches!(o, Output::Ouch(_, ouch::Outbound::Canceled(c)) if c.reason == b'Q'))
+        .count();
+    let killed = |reason: u8| {
+        want.outputs
+            .iter()
+            .filter(
+                |o| matches!(o, Output::Ouch(_, ouch::Outbound::Canceled(c)) if c.reason == reason),
+            )
+            .count()
+    };
+    // x3 against b4: both canceled; b5 and b9 by the kill switch on IBM; b8, c0, c1, c2 on
+    // disconnect; c3 accepted afterwards.
+    assert_eq!((stp, killed(b'S'), killed(b'Z')), (2, 2, 4));
+    for shards in 1..=3 {
+        for seed in [None, Some(3), Some(11), Some(12_345)] {
+            let got = split(&venue, &b.inputs, shards, seed);
+            compare(&want, &got, &format!("{shards} shards, {seed:?}")).unwrap();
+        }
+    }
+    threaded::same_on_threads(&venue, &b.inputs, &want);
+}
+
 /// Every recorded journal gives the same digests through the split pipeline as `bourse replay`.
 #[test]
 fn replay_logs_through_the_split_pipeline() {
     use bourse::journal::JournalReader;
     use bourse::sequencer::record;
     let logs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("replay-logs");
-    for name in ["busy-day", "edge-cases", "torn-tail"] {
+    for name in ["busy-day", "edge-cases", "torn-tail", "venue-controls"] {
         let dir = logs.join(name);
         // `bourse replay` of the same journal (not expected.txt: the reference is what the
         // single-threaded exchange computes today).
@@ -729,6 +1035,11 @@ fn random_days_cover_the_hard_cases() {
     );
     let (mut waits, mut rejected_o, mut replaced, mut itch_u, mut expired, mut closed) =
         (0, 0, 0, 0, 0, 0);
+    // DESIGN.md 4a: Canceled Q (self-trade), S (kill switch), Z (disconnect); Rejected a
+    // (blocked), m (share limits), O from the accounts with max_open_orders (2 and 5; these
+    // also count token-table and book-capacity rejects).
+    let (mut stp, mut killed, mut dropped, mut blocked, mut over_m, mut limited_o) =
+        (0, 0, 0, 0, 0, 0);
     for _ in 0..150 {
         let (limits, steps, eod) = day().new_tree(&mut runner).unwrap().current();
         let (venue, inputs) = build(limits, &steps, eod);
@@ -741,6 +1052,16 @@ fn random_days_cover_the_hard_cases() {
         waits += p.front_waits();
         for o in &rec.outputs {
             match o {
+                Output::Ouch(a, ouch::Outbound::Rejected(r))
+                    if r.reason == b'O' && matches!(a.0, 2 | 5) =>
+                {
+                    limited_o += 1
+                }
+                Output::Ouch(_, ouch::Outbound::Rejected(r)) if r.reason == b'a' => blocked += 1,
+                Output::Ouch(_, ouch::Outbound::Rejected(r)) if r.reason == b'm' => over_m += 1,
+                Output::Ouch(_, ouch::Outbound::Canceled(c)) if c.reason == b'Q' => stp += 1,
+                Output::Ouch(_, ouch::Outbound::Canceled(c)) if c.reason == b'S' => killed += 1,
+                Output::Ouch(_, ouch::Outbound::Canceled(c)) if c.reason == b'Z' => dropped += 1,
                 Output::Ouch(_, ouch::Outbound::Rejected(r)) if r.reason == b'O' => rejected_o += 1,
                 Output::Ouch(_, ouch::Outbound::Replaced(_)) => replaced += 1,
                 Output::Ouch(_, ouch::Outbound::Canceled(c)) if c.reason == b'T' => expired += 1,
@@ -753,6 +1074,9 @@ fn random_days_cover_the_hard_cases() {
     println!(
         "front waits {waits}, rejects O {rejected_o}, replaced {replaced}, ITCH U {itch_u}, expired {expired}, closed {closed}"
     );
+    println!(
+        "self-trade Q {stp}, kill switch S {killed}, disconnect Z {dropped}, blocked a {blocked}, limits m {over_m}, open orders O {limited_o}"
+    );
     assert!(
         waits > 20
             && rejected_o > 20
@@ -760,6 +1084,9 @@ fn random_days_cover_the_hard_cases() {
             && itch_u > 20
             && expired > 20
             && closed > 20
+    );
+    assert!(
+        stp > 50 && killed > 20 && dropped > 20 && blocked > 50 && over_m > 20 && limited_o > 50
     );
 }
 
@@ -781,6 +1108,27 @@ mod threaded {
     }
 
     impl OutputStage for Collect {}
+
+    /// The inputs on real threads with small rings, for 1 to 3 shards, equal `want`.
+    pub(super) fn same_on_threads(venue: &Venue, inputs: &[Input], want: &Run) {
+        for shards in 1..=3 {
+            let config = ShardedConfig {
+                shards,
+                wait: WaitStrategy::Park,
+                ring_slots: 64,
+                pin_cores: false,
+            };
+            let mut p = Sharded::start(venue, &config, Collect::default()).unwrap();
+            for i in inputs {
+                p.apply(i);
+            }
+            let got = p.finish().0;
+            assert!(
+                got == want.outputs,
+                "{shards} shards on threads: outputs differ"
+            );
+        }
+    }
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: cases() / 4 + 1, ..ProptestConfig::default() })]

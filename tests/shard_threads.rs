@@ -65,7 +65,7 @@ fn journal(name: &str) -> (bourse::exchange::Venue, Vec<Input>) {
 
 #[test]
 fn threads_equal_the_exchange_on_the_recorded_days() {
-    for name in ["busy-day", "edge-cases", "torn-tail"] {
+    for name in ["busy-day", "edge-cases", "torn-tail", "venue-controls"] {
         let (venue, inputs) = journal(name);
         let half = inputs.len() / 2;
         let mut ex = Exchange::new(venue.clone()).unwrap();

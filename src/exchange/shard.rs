@@ -304,7 +304,9 @@ impl Shard {
 
     /// Rejected `O` for room: see [`validate::would_not_fit`].
     fn would_not_fit(&self, e: &Entry, replacing: Option<OrderHandle>) -> bool {
-        validate::would_not_fit(self.book(e.symbol), &Self::arrival(e), replacing)
+        let stp = self.accounts[e.account.0 as usize].stp;
+        let own = |r: &Resting| r.account == e.account.0;
+        validate::would_not_fit(self.book(e.symbol), &Self::arrival(e), replacing, stp, own)
     }
 
     /// Accepted with state `D`: see [`validate::dead_on_arrival`].

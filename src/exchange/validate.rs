@@ -1,7 +1,7 @@
 //! Order validation, in the order of DESIGN.md section 4: the first failure wins.
 
 use super::msg::AccountRisk;
-use super::venue::{AccountDef, SymbolSpec};
+use super::venue::{AccountDef, Stp, SymbolSpec};
 use crate::types::{Firm, Price, Shares, Side};
 use crate::wire::ouch::{EnterOrder, ReplaceOrder, reject_reason as why};
 
@@ -230,11 +230,14 @@ pub(crate) fn dead_on_arrival<T: Copy + Default>(
 /// A live order that would have shares left to rest when its book has no room for them (no
 /// free slot, or no room for a new price level). `replacing` is the order a replace removes
 /// first (its slot, and maybe its level, come free). Orders that execute in full or are IOC
-/// never need room.
+/// never need room. `stp` is the taker's self-trade prevention and `own` tells its account's
+/// resting orders: they decide how much of the book fills it (see [`would_rest`]).
 pub(crate) fn would_not_fit<T: Copy + Default>(
     book: &crate::book::OrderBook<T>,
     a: &Arrival,
     replacing: Option<crate::book::OrderHandle>,
+    stp: Stp,
+    own: impl Fn(&T) -> bool,
 ) -> bool {
     if a.tif == TIF_IOC {
         return false;
@@ -243,5 +246,44 @@ pub(crate) fn would_not_fit<T: Copy + Default>(
         None => book.can_rest(a.side, a.price),
         Some(old) => book.can_rest_replacing(old, a.side, a.price),
     };
-    !fits && book.executable_shares(a.side, a.price, u64::from(a.shares)) < u64::from(a.shares)
+    !fits && would_rest(book, a, stp, own)
+}
+
+/// Would the taker have shares left to rest once matching is done? Its own account's
+/// resting orders do what its self-trade prevention says (DESIGN.md 4a): `decrement` takes
+/// shares off it as a trade would; `cancel-oldest` removes them without filling it (so
+/// they count for nothing); `cancel-newest` and `cancel-both` stop it at the first one, and
+/// then nothing rests. Only asked when the book has no room, so the walk is off the hot path.
+fn would_rest<T: Copy + Default>(
+    book: &crate::book::OrderBook<T>,
+    a: &Arrival,
+    stp: Stp,
+    own: impl Fn(&T) -> bool,
+) -> bool {
+    let want = u64::from(a.shares);
+    if matches!(stp, Stp::None | Stp::Decrement) {
+        return book.executable_shares(a.side, a.price, want) < want;
+    }
+    let (mut others, mut own_crossing) = (0u64, false);
+    book.for_each_order(a.side.opposite(), |o| {
+        let crosses = a.price.is_market()
+            || match a.side {
+                Side::Buy => o.price <= a.price,
+                Side::Sell => o.price >= a.price,
+            };
+        if !crosses {
+            return;
+        }
+        if own(o.payload) {
+            own_crossing = true;
+        } else {
+            others += u64::from(o.leaves);
+        }
+    });
+    match stp {
+        Stp::CancelOldest => others < want,
+        // With an own order crossing, either the others fill it first or it reaches its own
+        // order and stops: nothing rests either way.
+        _ => !own_crossing && others < want,
+    }
 }

@@ -8,10 +8,14 @@
 //!
 //! Capacity limits (`Limits`) are not modelled: the property tests size them so they are never
 //! reached.
+//!
+//! The venue controls of DESIGN.md 4a (self-trade prevention, kill switch, cancel on
+//! disconnect, account limits) are written from that section alone: positions for the account
+//! limits are recomputed by scanning every book, executed shares are one counter per account.
 
 #![allow(dead_code)]
 
-use bourse::exchange::{Admin, Command, Input, Output, Venue};
+use bourse::exchange::{AccountDef, Admin, Command, Input, Output, Stp, Venue};
 use bourse::types::{
     AccountId, Firm, MatchNumber, OrderRef, Price, Shares, Side, Symbol, Timestamp, Token,
 };
@@ -71,6 +75,13 @@ fn attribution_class(display: u8) -> u8 {
     if display == b'A' { b'A' } else { b'Y' }
 }
 
+/// What self-trade prevention leaves of the taker's matching.
+enum Matching {
+    Continues,
+    /// Nothing more happens to the taker: no executions, no Canceled I, nothing rests.
+    Stops,
+}
+
 /// An order about to be matched and possibly rested (from an Enter or a Replace).
 #[derive(Clone, Debug)]
 struct Incoming {
@@ -106,6 +117,12 @@ struct SymbolState {
 pub struct Model {
     symbols: Vec<SymbolState>,
     firms: Vec<Firm>,
+    /// Each account's venue controls (stp, cancel_on_disconnect, limits), from the venue.
+    controls: Vec<AccountDef>,
+    /// "bourse admin block ACCOUNT: from then on its Enter and Replace are rejected a"
+    blocked: Vec<bool>,
+    /// "executed shares today, both sides": every Executed sent to the account adds its shares.
+    executed_today: Vec<u64>,
     /// Per account: every token used today ("accepted, rejected or replaced").
     used: Vec<BTreeSet<Token>>,
     next_ref: u64,
@@ -137,6 +154,9 @@ impl Model {
                 .iter()
                 .map(|a| Firm::from_str_padded(&a.firm).unwrap_or(Firm::SPACES))
                 .collect(),
+            controls: venue.accounts.clone(),
+            blocked: vec![false; venue.accounts.len()],
+            executed_today: vec![0; venue.accounts.len()],
             used: vec![BTreeSet::new(); venue.accounts.len()],
             next_ref: 1,
             next_match: 1,
@@ -167,6 +187,15 @@ impl Model {
             .find(|o| o.account == account && o.token == *token)
     }
 
+    /// (account, token) of every live order.
+    pub fn live_set(&self) -> BTreeSet<(u16, Token)> {
+        self.symbols
+            .iter()
+            .flat_map(|s| s.orders.iter())
+            .map(|o| (o.account, o.token))
+            .collect()
+    }
+
     /// Tokens of `account`'s live orders, oldest reference number first.
     pub fn live_tokens(&self, account: u16) -> Vec<Token> {
         let mut v: Vec<&Order> = self
@@ -190,6 +219,31 @@ impl Model {
             .filter(|&s| self.symbols[s].halted)
             .map(Self::locate)
             .collect()
+    }
+
+    /// Accounts currently blocked by `bourse admin block`.
+    pub fn blocked(&self) -> Vec<u16> {
+        (0..self.blocked.len())
+            .filter(|&a| self.blocked[a])
+            .map(|a| a as u16)
+            .collect()
+    }
+
+    /// Shares the account has executed today (both sides).
+    pub fn executed_today(&self, account: u16) -> u64 {
+        self.executed_today[account as usize]
+    }
+
+    /// Resting orders of the account and the sum of their leaves (all symbols and sides).
+    pub fn open_position(&self, account: u16) -> (u64, u64) {
+        let mine = self
+            .symbols
+            .iter()
+            .flat_map(|s| s.orders.iter())
+            .filter(|o| o.account == account);
+        mine.fold((0, 0), |(n, shares), o| {
+            (n + 1, shares + u64::from(o.leaves))
+        })
     }
 
     /// Every resting order, sorted by (symbol, side, priority), for debugging output.
@@ -368,18 +422,131 @@ impl Model {
                         self.end_of_day(ts, out);
                         ModelOutcome::Applied
                     }
-                    // DESIGN.md 4a: being modelled; the generators do not produce these yet.
-                    Admin::CancelAll { .. } | Admin::Block(_) | Admin::Unblock(_) => {
-                        panic!("the model has no venue controls yet")
+                    Admin::CancelAll { account, symbol } => {
+                        self.kill_switch(account.0, symbol.map(|l| l.0), ts, out)
                     }
+                    Admin::Block(account) => self.set_blocked(account.0, true),
+                    Admin::Unblock(account) => self.set_blocked(account.0, false),
                 }
             }
             Command::Tick => {
                 self.tick(ts, out);
                 ModelOutcome::Applied
             }
-            Command::Disconnect { .. } => panic!("the model has no venue controls yet"),
+            Command::Disconnect { account } => self.disconnect(account.0, ts, out),
         }
+    }
+
+    // ----- DESIGN.md 4a: kill switch, block, cancel on disconnect -----
+
+    /// "bourse admin cancel-all ACCOUNT [SYMBOL] cancels that account's resting orders (all
+    /// symbols in config order, or one), bids then asks in priority order, each Canceled reason
+    /// S and ITCH D if displayed." An unknown account or symbol cannot be carried out (refused,
+    /// like a halt of an unknown symbol); an account with nothing resting is a valid no-op.
+    fn kill_switch(
+        &mut self,
+        account: u16,
+        locate: Option<u16>,
+        ts: Timestamp,
+        out: &mut Vec<Output>,
+    ) -> ModelOutcome {
+        if account as usize >= self.controls.len() {
+            return ModelOutcome::Refused;
+        }
+        if let Some(l) = locate
+            && (l == 0 || l as usize > self.symbols.len())
+        {
+            return ModelOutcome::Refused;
+        }
+        let symbols: Vec<usize> = match locate {
+            Some(l) => vec![l as usize - 1],
+            None => (0..self.symbols.len()).collect(),
+        };
+        self.cancel_account(account, &symbols, b'S', ts, out);
+        ModelOutcome::Applied
+    }
+
+    /// Cancel every resting order of `account` in `symbols` (in that order), bids then asks,
+    /// each side in priority order, with `reason`.
+    fn cancel_account(
+        &mut self,
+        account: u16,
+        symbols: &[usize],
+        reason: u8,
+        ts: Timestamp,
+        out: &mut Vec<Output>,
+    ) {
+        for &s in symbols {
+            for side in [Side::Buy, Side::Sell] {
+                let mine: Vec<Order> = self
+                    .in_priority(s, side)
+                    .into_iter()
+                    .filter(|o| o.account == account)
+                    .cloned()
+                    .collect();
+                for o in &mine {
+                    self.system_cancel(s, o, reason, ts, out);
+                }
+            }
+        }
+    }
+
+    /// "block ACCOUNT: from then on its Enter and Replace are rejected a ...; unblock ACCOUNT
+    /// ends it. Block does not cancel by itself." Nothing is output either way. DESIGN.md is
+    /// silent on blocking a blocked account; like a halt of a halted symbol (README) it is
+    /// refused, and so is unblocking one that is not blocked.
+    fn set_blocked(&mut self, account: u16, blocked: bool) -> ModelOutcome {
+        match self.blocked.get_mut(account as usize) {
+            Some(b) if *b != blocked => {
+                *b = blocked;
+                ModelOutcome::Applied
+            }
+            _ => ModelOutcome::Refused,
+        }
+    }
+
+    /// "when a logged-in session's connection ends other than by Logout Request, the sequencer
+    /// journals a disconnect input for the account; its resting orders are canceled as by
+    /// cancel-all, with reason Z" — only with `cancel_on_disconnect = true`.
+    fn disconnect(&mut self, account: u16, ts: Timestamp, out: &mut Vec<Output>) -> ModelOutcome {
+        match self.controls.get(account as usize) {
+            Some(c) if c.cancel_on_disconnect => {
+                let all: Vec<usize> = (0..self.symbols.len()).collect();
+                self.cancel_account(account, &all, b'Z', ts, out);
+                ModelOutcome::Applied
+            }
+            _ => ModelOutcome::Ignored,
+        }
+    }
+
+    /// DESIGN.md 4a account limits, "checked last, after n, on Enter and on Replace (a replace
+    /// counts its chain total in place of the old order's leaves); open orders over the limit
+    /// → O, open or day shares over → m". `shares` is the Enter's shares or the Replace's
+    /// chain total; `replacing` the live order a Replace would take the place of. An order
+    /// counts as one more open order and its shares as open shares whether or not it would
+    /// rest (the check is pre-trade); day shares are what was executed plus these shares.
+    fn account_limit(&self, account: u16, shares: u32, replacing: Option<&Order>) -> Option<u8> {
+        let c = &self.controls[account as usize];
+        let (mut open_orders, mut open_shares) = self.open_position(account);
+        if let Some(old) = replacing {
+            open_orders -= 1;
+            open_shares -= u64::from(old.leaves);
+        }
+        let shares = u64::from(shares);
+        if c.max_open_orders
+            .is_some_and(|m| open_orders + 1 > u64::from(m))
+        {
+            return Some(b'O');
+        }
+        if c.max_open_shares.is_some_and(|m| open_shares + shares > m) {
+            return Some(b'm');
+        }
+        if c.max_day_shares
+            .is_some_and(|m| self.executed_today[account as usize] + shares > m)
+        {
+            return Some(b'm');
+        }
+        None
     }
 
     fn start_of_day(&mut self, ts: Timestamp, out: &mut Vec<Output>) {
@@ -478,6 +645,10 @@ impl Model {
             if self.closed {
                 break 'check Some(b'C');
             }
+            // "rejected a (checked right after C)"
+            if self.blocked[a as usize] {
+                break 'check Some(b'a');
+            }
             if e.shares.0 == 0 || e.shares.0 > MAX_SHARES {
                 break 'check Some(b'Z');
             }
@@ -504,6 +675,10 @@ impl Model {
             }
             if Self::notional_exceeded(sym, e.price, e.shares.0) {
                 break 'check Some(b'n');
+            }
+            // "Account limits ... checked last, after n"
+            if let Some(reason) = self.account_limit(a, e.shares.0, None) {
+                break 'check Some(reason);
             }
             None
         };
@@ -581,6 +756,16 @@ impl Model {
             let Some(i) = self.best_contra(s, n.side, n.price) else {
                 break;
             };
+            // DESIGN.md 4a: "judged per account (same username) when the taker is about to
+            // execute against a resting order of its own account"
+            let own = self.symbols[s].orders[i].account == n.account;
+            let stp = self.controls[n.account as usize].stp;
+            if own && stp != Stp::None {
+                match self.prevent_self_trade(stp, &mut n, i, ts, out) {
+                    Matching::Continues => continue,
+                    Matching::Stops => return,
+                }
+            }
             let maker = &mut self.symbols[s].orders[i];
             let fill = n.qty.min(maker.leaves);
             let price = maker.price;
@@ -595,6 +780,9 @@ impl Model {
             }
             n.qty -= fill;
             n.chain_executed += fill;
+            // "executed shares today, both sides"
+            self.executed_today[n.account as usize] += u64::from(fill);
+            self.executed_today[maker.account as usize] += u64::from(fill);
             // "for each fill the taker's Executed comes before the maker's"
             Self::ouch(
                 out,
@@ -685,6 +873,85 @@ impl Model {
             };
             self.itch(out, Self::locate(s), ts, body);
         }
+    }
+
+    /// Self-trade prevention of DESIGN.md 4a for taker `n` about to execute against its own
+    /// resting order `orders[i]`: "no Executed and no match number for a prevented trade; every
+    /// removal or reduction is OUCH Canceled reason Q to its owner".
+    fn prevent_self_trade(
+        &mut self,
+        stp: Stp,
+        n: &mut Incoming,
+        i: usize,
+        ts: Timestamp,
+        out: &mut Vec<Output>,
+    ) -> Matching {
+        let s = n.symbol;
+        let maker = self.symbols[s].orders[i].clone();
+        match stp {
+            Stp::None => unreachable!("a self-trade without prevention is a trade"),
+            // "the taker's remaining shares are canceled (one Canceled Q); matching stops;
+            // executions before it stand; nothing rests."
+            Stp::CancelNewest => {
+                Self::ouch(out, n.account, Self::canceled(ts, n.token, n.qty, b'Q'));
+                n.qty = 0;
+                Matching::Stops
+            }
+            // "the resting order is canceled (Canceled Q, ITCH D if displayed) and matching
+            // continues with the next resting order."
+            Stp::CancelOldest => {
+                self.system_cancel(s, &maker, b'Q', ts, out);
+                Matching::Continues
+            }
+            // "both, the resting order's Canceled first; matching stops."
+            Stp::CancelBoth => {
+                self.system_cancel(s, &maker, b'Q', ts, out);
+                Self::ouch(out, n.account, Self::canceled(ts, n.token, n.qty, b'Q'));
+                n.qty = 0;
+                Matching::Stops
+            }
+            // "with q = the smaller of the two leaves, both are reduced by q: the resting one
+            // by Canceled Q of q (ITCH X, or D when it reaches 0), the taker by Canceled Q of
+            // q after the resting one's; matching continues while the taker has shares."
+            Stp::Decrement => {
+                let q = n.qty.min(maker.leaves);
+                let resting = &mut self.symbols[s].orders[i];
+                resting.leaves -= q;
+                let gone = resting.leaves == 0;
+                if gone {
+                    self.symbols[s].orders.remove(i);
+                }
+                Self::ouch(out, maker.account, Self::canceled(ts, maker.token, q, b'Q'));
+                if maker.displayed() {
+                    let order_ref = OrderRef(maker.order_ref);
+                    let body = if gone {
+                        itch::Body::OrderDelete { order_ref }
+                    } else {
+                        itch::Body::OrderCancel {
+                            order_ref,
+                            shares: Shares(q),
+                        }
+                    };
+                    self.itch(out, Self::locate(s), ts, body);
+                }
+                Self::ouch(out, n.account, Self::canceled(ts, n.token, q, b'Q'));
+                n.qty -= q;
+                if n.qty == 0 {
+                    Matching::Stops
+                } else {
+                    Matching::Continues
+                }
+            }
+        }
+    }
+
+    fn canceled(ts: Timestamp, token: Token, shares: u32, reason: u8) -> ouch::Outbound {
+        ouch::Outbound::Canceled(ouch::Canceled {
+            timestamp: ts,
+            token,
+            decrement: Shares(shares),
+            reason,
+        })
     }
 
     /// Insert the remainder of `n` into its book (new time priority).
@@ -802,6 +1069,12 @@ impl Model {
             self.reject(a, r.replacement, b'C', ts, out);
             return ModelOutcome::Applied;
         }
+        // "its Enter and Replace are rejected a (checked right after C)": a reject for the
+        // replacement token with the original intact, like the halt's outcome 3.
+        if self.blocked[a as usize] {
+            self.reject(a, r.replacement, b'a', ts, out);
+            return ModelOutcome::Applied;
+        }
         // Outcome 2: "Shares 0 or above 999 999, a bad price, an invalid display or minimum
         // quantity, or a chain total over max_order_shares / max_order_notional make it
         // invalid (outcome 2), which cancels the live order with reason U".
@@ -814,7 +1087,11 @@ impl Model {
             || (r.min_qty.0 > 0 && r.tif != 0)
             || r.min_qty.0 > shares
             || shares > sym.max_order_shares
-            || Self::notional_exceeded(sym, r.price, shares);
+            || Self::notional_exceeded(sym, r.price, shares)
+            // "A Replace failing them [the account limits] is outcome 2"
+            || self
+                .account_limit(a, shares, Some(&self.symbols[s].orders[i]))
+                .is_some();
         let old = self.symbols[s].orders.remove(i);
         if invalid {
             Self::ouch(

@@ -4,10 +4,10 @@
 //! a journal whose records, and so whose replay digests, are identical. (Segment headers carry
 //! the creation wall-clock time, which replay ignores.)
 
-use bourse::exchange::{Admin, Limits, Venue};
+use bourse::exchange::{Admin, Limits, Stp, Venue};
 use bourse::journal::{Durability, JournalConfig, JournalWriter, day_epoch_of};
 use bourse::sequencer::record::{
-    self, DayHeader, KIND_ADMIN, KIND_OUCH, KIND_START_OF_DAY, KIND_TICK,
+    self, DayHeader, KIND_ADMIN, KIND_DISCONNECT, KIND_OUCH, KIND_START_OF_DAY, KIND_TICK,
 };
 use bourse::types::{AccountId, Alpha, Firm, Locate, Price, Shares, Timestamp, Token};
 use bourse::wire::ouch::{CancelOrder, EnterOrder, Inbound, ModifyOrder, ReplaceOrder};
@@ -25,6 +25,8 @@ pub enum Step {
     Ouch(u16, Inbound),
     Admin(Admin),
     Tick,
+    /// A logged-in session of the account lost its connection (DESIGN.md 4a).
+    Disconnect(u16),
 }
 
 pub struct Day {
@@ -83,6 +85,10 @@ pub fn record_with(day: &Day, dir: &Path, segment_bytes: u64) -> Result<(), Stri
                 append(&mut writer, ts, KIND_ADMIN, &payload[..len])?;
             }
             Step::Tick => append(&mut writer, ts, KIND_TICK, &[])?,
+            Step::Disconnect(account) => {
+                let len = record::encode_disconnect(AccountId(account), &mut payload);
+                append(&mut writer, ts, KIND_DISCONNECT, &payload[..len])?;
+            }
         }
     }
     writer.sync_all().map_err(|e| e.to_string())?;
@@ -350,6 +356,286 @@ pub fn edge_case_day() -> Day {
         &["AAPL", "MSFT"],
         &[("ALICE", "FRMA"), ("BOB", "FRMB"), ("CAROL", "FRMC")],
     );
+    Day {
+        venue,
+        steps: timed,
+    }
+}
+
+/// The venue controls of DESIGN.md 4a: self-trade prevention in every mode (against
+/// displayed and hidden orders, IOC and market takers, after a partial fill, a replacement as
+/// the taker, a post-only against its own order), account limits (open orders, open shares,
+/// day shares; on Enter and on Replace), the kill switch for one symbol and for all, block and
+/// unblock (with a replace and a cancel while blocked, refused twice, after the close),
+/// disconnects with and without cancel_on_disconnect, end of day.
+pub fn venue_controls_day() -> Day {
+    const ALICE: u16 = 0; // cancel_on_disconnect
+    const BOB: u16 = 1; // no controls
+    const NEWEST: u16 = 2;
+    const OLDEST: u16 = 3;
+    const BOTH: u16 = 4;
+    const DECR: u16 = 5;
+    const LIMIT: u16 = 6; // 2 open orders, 500 open shares, 300 day shares
+    let mut steps: Vec<Step> = Vec::new();
+    let o = |steps: &mut Vec<Step>, account: u16, message: Inbound| {
+        steps.push(Step::Ouch(account, message))
+    };
+    let e = |m: EnterOrder| Inbound::Enter(m);
+    let ioc = |m: EnterOrder| Inbound::Enter(EnterOrder { tif: 0, ..m });
+    let hidden = |m: EnterOrder| EnterOrder { display: b'N', ..m };
+    let admin = |steps: &mut Vec<Step>, a: Admin| steps.push(Step::Admin(a));
+    // cancel-newest on AAPL: a fill with BOB first, then its own order stops it.
+    o(&mut steps, BOB, e(enter("x-n1", b'S', 50, "AAPL", 990_000)));
+    o(
+        &mut steps,
+        NEWEST,
+        e(enter("n1", b'S', 100, "AAPL", 1_000_000)),
+    );
+    o(
+        &mut steps,
+        NEWEST,
+        e(enter("n2", b'B', 200, "AAPL", 1_000_000)),
+    );
+    o(
+        &mut steps,
+        NEWEST,
+        ioc(enter("n3", b'B', 50, "AAPL", 1_000_000)),
+    );
+    o(
+        &mut steps,
+        NEWEST,
+        ioc(enter("n4", b'B', 10, "AAPL", Price::MARKET.0)),
+    );
+    o(
+        &mut steps,
+        NEWEST,
+        e(EnterOrder {
+            display: b'P',
+            ..enter("n5-post", b'B', 100, "AAPL", 1_000_000)
+        }),
+    );
+    // cancel-oldest on MSFT: displayed own, BOB, hidden own; the rest rests.
+    o(
+        &mut steps,
+        OLDEST,
+        e(enter("o1", b'S', 100, "MSFT", 500_000)),
+    );
+    o(
+        &mut steps,
+        OLDEST,
+        e(hidden(enter("o2", b'S', 100, "MSFT", 500_000))),
+    );
+    o(&mut steps, BOB, e(enter("x-o1", b'S', 50, "MSFT", 500_000)));
+    o(
+        &mut steps,
+        OLDEST,
+        e(enter("o3", b'B', 300, "MSFT", 500_000)),
+    );
+    // A replacement is a taker too.
+    o(
+        &mut steps,
+        OLDEST,
+        e(enter("o4", b'S', 100, "MSFT", 510_000)),
+    );
+    o(
+        &mut steps,
+        OLDEST,
+        Inbound::Replace(replace("o3", "o5", 300, 510_000)),
+    );
+    // cancel-both on SPY: after a fill with BOB, against an attributable own order.
+    o(
+        &mut steps,
+        BOB,
+        e(enter("x-b1", b'B', 100, "SPY", 4_000_000)),
+    );
+    o(
+        &mut steps,
+        BOTH,
+        e(EnterOrder {
+            display: b'A',
+            ..enter("b1", b'B', 200, "SPY", 4_000_000)
+        }),
+    );
+    o(
+        &mut steps,
+        BOTH,
+        e(enter("b2", b'S', 250, "SPY", 3_990_000)),
+    );
+    // decrement on IBM: displayed (to zero), BOB, hidden (reduced); an IOC; a partial X.
+    o(
+        &mut steps,
+        DECR,
+        e(enter("d1", b'S', 100, "IBM", 1_500_000)),
+    );
+    o(
+        &mut steps,
+        DECR,
+        e(hidden(enter("d2", b'S', 300, "IBM", 1_500_000))),
+    );
+    o(
+        &mut steps,
+        BOB,
+        e(enter("x-d1", b'S', 100, "IBM", 1_500_000)),
+    );
+    o(
+        &mut steps,
+        DECR,
+        e(enter("d3", b'B', 250, "IBM", 1_500_000)),
+    );
+    o(
+        &mut steps,
+        DECR,
+        ioc(enter("d4", b'B', 100, "IBM", 1_500_000)),
+    );
+    o(
+        &mut steps,
+        DECR,
+        e(enter("d5", b'B', 100, "IBM", 1_400_000)),
+    );
+    o(&mut steps, DECR, e(enter("d6", b'S', 40, "IBM", 1_400_000)));
+    // Account limits on QQQ.
+    o(&mut steps, LIMIT, e(enter("l1", b'B', 300, "QQQ", 100_000)));
+    o(&mut steps, LIMIT, e(enter("l2", b'B', 300, "QQQ", 100_000))); // m: open shares
+    o(&mut steps, LIMIT, e(enter("l3", b'B', 200, "QQQ", 100_000)));
+    o(&mut steps, LIMIT, e(enter("l4", b'B', 1, "QQQ", 90_000))); // O: open orders
+    o(
+        &mut steps,
+        LIMIT,
+        Inbound::Replace(replace("l1", "l5", 301, 100_000)),
+    ); // outcome 2
+    o(
+        &mut steps,
+        LIMIT,
+        Inbound::Replace(replace("l3", "l5", 300, 100_000)),
+    ); // 500: ok
+    o(
+        &mut steps,
+        LIMIT,
+        ioc(enter("l6", b'S', 100, "QQQ", 100_000)),
+    ); // self-trade: 200
+    o(
+        &mut steps,
+        LIMIT,
+        ioc(enter("l7", b'S', 101, "QQQ", 100_000)),
+    ); // m: day shares
+    o(
+        &mut steps,
+        LIMIT,
+        ioc(enter("l8", b'S', 50, "QQQ", 100_000)),
+    ); // 300
+    // Kill switch and block.
+    o(
+        &mut steps,
+        ALICE,
+        e(enter("a1", b'B', 100, "AAPL", 900_000)),
+    );
+    o(
+        &mut steps,
+        ALICE,
+        e(enter("a2", b'S', 100, "AAPL", 1_100_000)),
+    );
+    o(
+        &mut steps,
+        ALICE,
+        e(enter("a3", b'B', 100, "MSFT", 450_000)),
+    );
+    o(
+        &mut steps,
+        ALICE,
+        e(enter("a4", b'B', 100, "AAPL", 910_000)),
+    );
+    o(
+        &mut steps,
+        ALICE,
+        e(hidden(enter("a5", b'B', 100, "QQQ", 90_000))),
+    );
+    admin(
+        &mut steps,
+        Admin::CancelAll {
+            account: AccountId(ALICE),
+            symbol: Some(Locate(2)),
+        },
+    );
+    admin(&mut steps, Admin::Block(AccountId(ALICE)));
+    o(
+        &mut steps,
+        ALICE,
+        e(enter("a6", b'B', 100, "AAPL", 900_000)),
+    );
+    o(
+        &mut steps,
+        ALICE,
+        Inbound::Replace(replace("a1", "a7", 100, 900_000)),
+    );
+    o(&mut steps, ALICE, cancel("a2", 50));
+    admin(&mut steps, Admin::Block(AccountId(ALICE))); // refused: already blocked
+    admin(
+        &mut steps,
+        Admin::CancelAll {
+            account: AccountId(ALICE),
+            symbol: None,
+        },
+    );
+    admin(&mut steps, Admin::Unblock(AccountId(ALICE)));
+    admin(&mut steps, Admin::Unblock(AccountId(ALICE))); // refused: not blocked
+    o(
+        &mut steps,
+        ALICE,
+        e(enter("a8", b'B', 100, "AAPL", 900_000)),
+    );
+    o(
+        &mut steps,
+        ALICE,
+        e(enter("a9", b'S', 100, "SPY", 4_100_000)),
+    );
+    // Disconnects: BOB keeps its orders, ALICE's go (reason Z); ALICE trades on after.
+    steps.push(Step::Disconnect(BOB));
+    steps.push(Step::Disconnect(ALICE));
+    o(
+        &mut steps,
+        ALICE,
+        e(enter("a10", b'B', 100, "AAPL", 900_000)),
+    );
+    // Blocked and halted: H first; blocked after the close: C first.
+    admin(&mut steps, Admin::Block(AccountId(BOB)));
+    admin(&mut steps, Admin::Halt(Locate(5)));
+    o(&mut steps, BOB, e(enter("x-h", b'B', 100, "QQQ", 100_000)));
+    o(&mut steps, BOB, e(enter("x-a", b'B', 100, "AAPL", 900_000)));
+    admin(&mut steps, Admin::Resume(Locate(5)));
+    let mut timed: Vec<(u64, Step)> = steps
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| (OPEN_NS + (i as u64 + 1) * 1_000_000, s))
+        .collect();
+    let ts = timed.last().expect("steps").0;
+    timed.push((ts + 1_000, Step::Admin(Admin::EndOfDay)));
+    timed.push((
+        ts + 2_000,
+        Step::Ouch(BOB, e(enter("x-c", b'B', 100, "AAPL", 900_000))),
+    ));
+    timed.push((ts + 3_000, Step::Admin(Admin::Unblock(AccountId(BOB)))));
+    timed.push((ts + 4_000, Step::Disconnect(ALICE)));
+    let mut venue = sample_venue(
+        &["AAPL", "MSFT", "SPY", "IBM", "QQQ"],
+        &[
+            ("ALICE", "FRMA"),
+            ("BOB", "FRMB"),
+            ("NEWEST", "FRMN"),
+            ("OLDEST", "FRMO"),
+            ("BOTH", "FRMX"),
+            ("DECR", "FRMD"),
+            ("LIMIT", "FRML"),
+        ],
+    );
+    let a = &mut venue.accounts;
+    a[ALICE as usize].cancel_on_disconnect = true;
+    a[NEWEST as usize].stp = Stp::CancelNewest;
+    a[OLDEST as usize].stp = Stp::CancelOldest;
+    a[BOTH as usize].stp = Stp::CancelBoth;
+    a[DECR as usize].stp = Stp::Decrement;
+    a[LIMIT as usize].max_open_orders = Some(2);
+    a[LIMIT as usize].max_open_shares = Some(500);
+    a[LIMIT as usize].max_day_shares = Some(300);
     Day {
         venue,
         steps: timed,

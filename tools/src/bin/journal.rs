@@ -40,8 +40,9 @@ enum Command {
     },
     /// Counts by record kind, OUCH message type and account; time span and rate.
     Stats { dir: PathBuf },
-    /// Regenerate the recorded days of `replay-logs/` into OUT (see replay-logs/README.md).
-    RecordSamples { out: PathBuf },
+    /// Regenerate the recorded days of `replay-logs/` into OUT (see replay-logs/README.md);
+    /// with NAMEs, only those days (a new day is added without touching the others).
+    RecordSamples { out: PathBuf, names: Vec<String> },
     /// Write a journal of a seeded benchmark workload (for replay and recovery timing).
     Synth {
         out: PathBuf,
@@ -61,7 +62,7 @@ fn main() -> ExitCode {
         Command::Verify { dir } => journal_of(&dir).and_then(|dir| verify_command(&dir)),
         Command::Dump { dir, from, count } => journal_of(&dir).and_then(|d| dump(&d, from, count)),
         Command::Stats { dir } => journal_of(&dir).and_then(|dir| stats(&dir)),
-        Command::RecordSamples { out } => record_samples(&out),
+        Command::RecordSamples { out, names } => record_samples(&out, &names),
         Command::Synth {
             out,
             workload,
@@ -231,13 +232,21 @@ fn stats(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn record_samples(out: &Path) -> Result<(), String> {
+fn record_samples(out: &Path, names: &[String]) -> Result<(), String> {
     let days = [
         ("busy-day", samples::busy_day(0x5EED_2026, 20_000), false),
         ("edge-cases", samples::edge_case_day(), false),
         ("torn-tail", samples::busy_day(0x70A5_7A11, 500), true),
+        ("venue-controls", samples::venue_controls_day(), false),
     ];
-    for (name, day, tear) in days {
+    if let Some(unknown) = names
+        .iter()
+        .find(|n| !days.iter().any(|(name, _, _)| name == n))
+    {
+        return Err(format!("no sample day {unknown:?}"));
+    }
+    let wanted = |name: &str| names.is_empty() || names.iter().any(|n| n == name);
+    for (name, day, tear) in days.into_iter().filter(|d| wanted(d.0)) {
         let dir = out.join(name);
         let journal = dir.join("journal");
         if journal.exists() {
