@@ -13,8 +13,7 @@ use crate::engine::threaded::{Sharded, ShardedConfig};
 use crate::exchange::{Admin, Command, Exchange, Input, Marker, Outcome, Split};
 use crate::gateway::Intake;
 use crate::journal::{
-    Durability, DurabilityGate, JournalConfig, JournalReader, JournalWriter, RecoveryReport,
-    day_epoch_of,
+    Durability, JournalConfig, JournalReader, JournalWriter, RecoveryReport, day_epoch_of,
 };
 use crate::limits;
 use crate::marketdata::glimpse::{PendingSnapshot, SnapshotDesk, Waker};
@@ -22,7 +21,7 @@ use crate::replay;
 use crate::sequencer::record::{
     self, DayHeader, KIND_ADMIN, KIND_OUCH, KIND_START_OF_DAY, KIND_TICK,
 };
-use crate::sequencer::{Clock, Sequencer};
+use crate::sequencer::{Clock, JournalLog, Sequencer, SequencingError};
 use crate::stream::{StreamReader, StreamWriter, stream};
 use crate::types::{AccountId, Timestamp};
 use crate::wire::ouch::Inbound;
@@ -54,7 +53,8 @@ pub struct Node<C: Clock, F: FeedOut> {
     pub header: DayHeader,
     ouch_readers: Vec<StreamReader>,
     itch_reader: StreamReader,
-    gate: DurabilityGate,
+    /// The standby-confirmed number of a venue alone (`replicated`); none in a cluster.
+    confirmed_seq: Option<Arc<AtomicU64>>,
     last_tick: Timestamp,
     tick_ns: u64,
     /// A journal or stream failure: stop taking inputs and shut down.
@@ -165,7 +165,7 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
     /// Make everything applied so far durable and release it (a standby acks what this
     /// returns).
     pub fn flush_journal(&mut self) -> Result<u64, String> {
-        self.sequencer.flush().map_err(|e| e.to_string())?;
+        self.sequencer.flush()?;
         let last = self.last_seq();
         self.mark_batch_end(last);
         self.release_through(last);
@@ -174,7 +174,8 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
 
     /// The journal's confirmed-by-standby number (raised by the replication server).
     pub fn confirmed_seq_handle(&self) -> Arc<AtomicU64> {
-        self.sequencer.journal().confirmed_seq_handle()
+        let handle = self.confirmed_seq.as_ref();
+        Arc::clone(handle.expect("a venue alone has a standby-confirmed number"))
     }
 
     pub fn ouch_streams(&self) -> &[StreamReader] {
@@ -200,8 +201,12 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         }
         let (seq, timestamp) = match self.sequencer.append(kind, payload) {
             Ok(x) => x,
+            Err(SequencingError::Refused(why)) => {
+                tracing::debug!("input refused: {why}");
+                return None;
+            }
             Err(e) => {
-                self.fatal = Some(format!("journal append failed: {e}"));
+                self.fatal = Some(e.to_string());
                 return None;
             }
         };
@@ -269,8 +274,10 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
     /// Release every marked batch the durability mode allows now. Returns whether everything
     /// sequenced is released (the caller may then send replies and take snapshots).
     pub fn try_release(&mut self) -> bool {
-        let releasable = self.gate.releasable_seq().min(self.batch_end_seq);
-        self.release_through(releasable);
+        // None: a cluster member leading without a lease releases nothing.
+        if let Some(releasable) = self.sequencer.log().releasable() {
+            self.release_through(releasable.min(self.batch_end_seq));
+        }
         self.take_fatal();
         self.released_seq == self.last_seq()
     }
@@ -380,6 +387,7 @@ struct Opened<C: Clock, F: FeedOut> {
     shared: Arc<OutputShared>,
     ouch_readers: Vec<StreamReader>,
     itch_reader: StreamReader,
+    confirmed_seq: Option<Arc<AtomicU64>>,
     report: RecoveryReport,
 }
 
@@ -413,7 +421,8 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             feed_session: config.feed.session.clone(),
             venue: config.venue(),
         };
-        let sequencer = Sequencer::new(writer, clock);
+        let confirmed_seq = Some(writer.confirmed_seq_handle());
+        let sequencer = Sequencer::new(Box::new(JournalLog::new(writer)), clock);
         let venue = &header.venue;
         let mut core = match layout {
             Layout::Compact => Replaying::Compact(Box::new(
@@ -457,6 +466,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             shared,
             ouch_readers,
             itch_reader,
+            confirmed_seq,
             report,
         })
     }
@@ -475,7 +485,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             command: Command::StartOfDay,
         };
         self.core.apply(&input, &mut self.streams);
-        self.sequencer.flush().map_err(|e| e.to_string())?;
+        self.sequencer.flush()?;
         self.core
             .marker(Marker::BatchEnd { seq }, &mut self.streams);
         self.core.marker(Marker::Release { seq }, &mut self.streams);
@@ -492,6 +502,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             shared,
             ouch_readers,
             itch_reader,
+            confirmed_seq,
             report,
         } = self;
         let pipeline = match core {
@@ -513,7 +524,6 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             }
         };
         let last_seq = sequencer.next_seq() - 1;
-        let gate = sequencer.journal().durability_gate();
         Ok(Node {
             pipeline,
             sequencer,
@@ -521,7 +531,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             header,
             ouch_readers,
             itch_reader,
-            gate,
+            confirmed_seq,
             last_tick: Timestamp(0),
             tick_ns: config.engine.tick_ms.max(1) * 1_000_000,
             fatal: None,
