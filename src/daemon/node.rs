@@ -644,6 +644,8 @@ fn journal_durability(mode: crate::config::DurabilityMode) -> Durability {
         crate::config::DurabilityMode::Async => Durability::Async,
         crate::config::DurabilityMode::Flush => Durability::Flush,
         crate::config::DurabilityMode::Replicated => Durability::Replicated,
+        // Commit is a quorum's mappings; the daemon msyncs in the background (`daemon::member`).
+        crate::config::DurabilityMode::Quorum => Durability::Async,
     }
 }
 
