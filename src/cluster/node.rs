@@ -392,6 +392,16 @@ impl ClusterNode {
             && self.applied_seq == self.raw.raft.raft_log.last_index()
     }
 
+    /// Whether a proposal of up to `bytes` would be accepted now: `can_propose`, and raft's
+    /// uncommitted bound leaves room for it (the gateway reads no input otherwise, so an input
+    /// read from a socket is never dropped).
+    pub fn room_for_proposal(&self, bytes: u64) -> bool {
+        let uncommitted = self.raw.raft.uncommitted_size() as u64;
+        // raft takes any entry when nothing is uncommitted.
+        self.can_propose()
+            && (uncommitted == 0 || uncommitted + bytes <= self.config.uncommitted_bytes_max)
+    }
+
     /// Journal one input as the leader and return its sequence number; the caller applies it
     /// at once and releases its outputs when [`Self::release_gate`] reaches it.
     pub fn propose(

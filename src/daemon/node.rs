@@ -17,9 +17,8 @@ use crate::journal::{
 };
 use crate::limits;
 use crate::marketdata::glimpse::{PendingSnapshot, SnapshotDesk, Waker};
-use crate::replay;
 use crate::sequencer::record::{
-    self, DayHeader, KIND_ADMIN, KIND_OUCH, KIND_START_OF_DAY, KIND_TICK,
+    self, DayHeader, KIND_ADMIN, KIND_NOOP, KIND_OUCH, KIND_START_OF_DAY, KIND_TICK,
 };
 use crate::sequencer::{Clock, JournalLog, Sequencer, SequencingError};
 use crate::stream::{StreamReader, StreamWriter, stream};
@@ -44,6 +43,8 @@ pub struct OutputShared {
     pub(crate) waker: OnceLock<Waker>,
     /// GLIMPSE requests travelling the pipeline, by id (at most the GLIMPSE connections).
     pub(crate) snapshots: Mutex<Vec<(u64, PendingSnapshot)>>,
+    /// ITCH messages handed to the multicast socket (the feed's last sequence number sent).
+    pub(crate) itch_sent: AtomicU64,
 }
 
 pub struct Node<C: Clock, F: FeedOut> {
@@ -55,6 +56,8 @@ pub struct Node<C: Clock, F: FeedOut> {
     itch_reader: StreamReader,
     /// The standby-confirmed number of a venue alone (`replicated`); none in a cluster.
     confirmed_seq: Option<Arc<AtomicU64>>,
+    /// A start-of-day record is applied (a cluster's leader journals one if not).
+    day_started: bool,
     last_tick: Timestamp,
     tick_ns: u64,
     /// A journal or stream failure: stop taking inputs and shut down.
@@ -114,6 +117,118 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         progress: impl FnMut(u64, u64),
     ) -> Result<Self, String> {
         Opened::open(config, clock, day_epoch_unix_ns, Layout::Compact, progress)?.into_node(config)
+    }
+
+    /// A cluster member's node: the member's journal replayed through the committed records
+    /// (`commit_seq`; later ones may still be cut and arrive through [`Self::apply_committed`]
+    /// once committed). No day is started and no feed opened: the leader journals the start of
+    /// day ([`Self::propose_start_of_day`]) and opens the feed while it serves
+    /// ([`Self::open_feed_after`]).
+    pub fn open_member(
+        config: &Config,
+        clock: C,
+        member: crate::cluster::node::ClusterNode,
+        commit_seq: u64,
+        progress: impl FnMut(u64, u64),
+    ) -> Result<Self, String> {
+        assert!(config.is_clustered());
+        let log = Box::new(member);
+        Opened::build(config, clock, log, commit_seq, Layout::Compact, progress)?.into_node(config)
+    }
+
+    /// A member stopped leading with inputs applied past the commit index: rebuild the state
+    /// from the committed records (the log's `last_seq`), dropping every output not released.
+    pub fn rebuild(self, config: &Config) -> Result<Self, String> {
+        let Node {
+            pipeline,
+            sequencer,
+            ..
+        } = self;
+        drop(pipeline);
+        let (log, clock) = sequencer.into_parts();
+        let through = log.last_seq();
+        Opened::build(config, clock, log, through, Layout::Compact, |_, _| {})?.into_node(config)
+    }
+
+    /// The cluster member behind the sequencer, if this node is one.
+    pub fn cluster(&self) -> Option<&crate::cluster::node::ClusterNode> {
+        self.sequencer.log().cluster()
+    }
+
+    pub fn cluster_mut(&mut self) -> Option<&mut crate::cluster::node::ClusterNode> {
+        self.sequencer.log_mut().cluster_mut()
+    }
+
+    /// A cluster member applies a committed record its leader journaled (the member's node
+    /// journaled it already). Leader changes have no effect.
+    pub fn apply_committed(
+        &mut self,
+        seq: u64,
+        timestamp: Timestamp,
+        kind: u8,
+        payload: &[u8],
+    ) -> Result<(), String> {
+        self.sequencer.note_applied(timestamp);
+        if kind == KIND_NOOP {
+            return Ok(());
+        }
+        if !self.day_started {
+            check_start_of_day(std::path::Path::new("the leader's"), seq, kind, payload, &self.header)?;
+            self.day_started = true;
+        }
+        let command = record::decode(kind, payload)
+            .map_err(|e| format!("committed record {seq}: {}", e.0))?;
+        self.pipeline.apply(&Input {
+            seq,
+            timestamp,
+            command,
+        });
+        self.take_fatal().map_or(Ok(()), Err)
+    }
+
+    /// A start-of-day record is applied.
+    pub fn day_started(&self) -> bool {
+        self.day_started
+    }
+
+    /// A cluster's leader whose journal has no start of day yet journals one.
+    pub fn propose_start_of_day(&mut self) {
+        assert!(!self.day_started);
+        let payload = self.header.encode();
+        if self
+            .sequence(KIND_START_OF_DAY, &payload, Command::StartOfDay)
+            .is_some()
+        {
+            self.day_started = true;
+        }
+    }
+
+    /// Open the feed so that it multicasts every released ITCH message after `sent` (the
+    /// messages known to have been multicast, by this member or another): a cluster's leader
+    /// taking office.
+    pub fn open_feed_after(
+        &mut self,
+        sent: u64,
+        make_feed: impl FnOnce(u64) -> Result<F, String>,
+    ) -> Result<(), String> {
+        let Some(streams) = self.pipeline.output() else {
+            return Err("a cluster member runs the compact layout".into());
+        };
+        streams.open_feed_after(sent, make_feed(sent + 1)?);
+        Ok(())
+    }
+
+    /// Stop multicasting (a cluster member that no longer leads).
+    pub fn close_feed(&mut self) {
+        if let Some(streams) = self.pipeline.output() {
+            streams.close_feed();
+        }
+    }
+
+    /// ITCH messages this node has multicast (the highest sequence number handed to the
+    /// socket).
+    pub fn itch_sent(&self) -> u64 {
+        self.shared.itch_sent.load(Ordering::Acquire)
     }
 
     /// Open the market-data feed at the next ITCH sequence number (a standby taking over).
@@ -245,6 +360,7 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         self.fatal.is_none()
             && self.unreleased.len() < limits::UNRELEASED_BATCHES_MAX
             && self.pipeline.room_for_input()
+            && self.sequencer.log().accepts_input()
     }
 
     /// End of a batch: make it durable (group commit), mark it, and release what the
@@ -388,6 +504,8 @@ struct Opened<C: Clock, F: FeedOut> {
     ouch_readers: Vec<StreamReader>,
     itch_reader: StreamReader,
     confirmed_seq: Option<Arc<AtomicU64>>,
+    /// A start-of-day record was applied.
+    day_started: bool,
     report: RecoveryReport,
 }
 
@@ -397,7 +515,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
         clock: C,
         day_epoch: u64,
         layout: Layout,
-        mut progress: impl FnMut(u64, u64),
+        progress: impl FnMut(u64, u64),
     ) -> Result<Self, String> {
         let journal_config = journal_config(config);
         let (writer, report) =
@@ -405,6 +523,24 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
         if let Some(tail) = &report.torn_tail {
             tracing::warn!(path = %tail.path.display(), offset = tail.offset_bytes, cut_bytes = tail.cut_bytes, "journal: cut a torn tail ({})", tail.reason);
         }
+        let confirmed_seq = Some(writer.confirmed_seq_handle());
+        let log = Box::new(JournalLog::new(writer));
+        let mut opened = Self::build(config, clock, log, report.last_seq, layout, progress)?;
+        opened.confirmed_seq = confirmed_seq;
+        opened.report = report;
+        Ok(opened)
+    }
+
+    /// The state machine and streams around `log`, rebuilt from journal records
+    /// `1..=through` (all of them for a venue alone; a cluster member's committed ones).
+    fn build(
+        config: &Config,
+        clock: C,
+        log: Box<dyn crate::sequencer::Sequencing>,
+        through: u64,
+        layout: Layout,
+        mut progress: impl FnMut(u64, u64),
+    ) -> Result<Self, String> {
         let accounts = config.accounts.len();
         let (ouch_writers, ouch_readers) = streams(
             accounts,
@@ -421,8 +557,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             feed_session: config.feed.session.clone(),
             venue: config.venue(),
         };
-        let confirmed_seq = Some(writer.confirmed_seq_handle());
-        let sequencer = Sequencer::new(Box::new(JournalLog::new(writer)), clock);
+        let sequencer = Sequencer::new(log, clock);
         let venue = &header.venue;
         let mut core = match layout {
             Layout::Compact => Replaying::Compact(Box::new(
@@ -432,28 +567,19 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
                 Split::new(venue, config.engine.shards as usize).map_err(|e| e.to_string())?,
             )),
         };
-        if report.last_seq > 0 {
-            replay_journal(
+        let mut day_started = false;
+        if through > 0 {
+            day_started = replay_journal(
                 &config.journal.dir,
-                report.last_seq,
+                through,
                 &header,
                 &mut core,
                 &mut streams,
                 &mut progress,
             )?;
-            // What the journal holds is durable: release it all.
-            core.marker(
-                Marker::BatchEnd {
-                    seq: report.last_seq,
-                },
-                &mut streams,
-            );
-            core.marker(
-                Marker::Release {
-                    seq: report.last_seq,
-                },
-                &mut streams,
-            );
+            // What the journal holds is durable (a cluster's: committed): release it all.
+            core.marker(Marker::BatchEnd { seq: through }, &mut streams);
+            core.marker(Marker::Release { seq: through }, &mut streams);
         }
         if let Some(full) = shared.fatal.lock().expect("not poisoned").take() {
             return Err(full);
@@ -466,8 +592,13 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             shared,
             ouch_readers,
             itch_reader,
-            confirmed_seq,
-            report,
+            confirmed_seq: None,
+            day_started,
+            report: RecoveryReport {
+                last_seq: through,
+                records: through,
+                ..RecoveryReport::default()
+            },
         })
     }
 
@@ -479,6 +610,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             .append(KIND_START_OF_DAY, &payload)
             .map_err(|e| e.to_string())?;
         assert_eq!(seq, 1, "a new journal starts at 1");
+        self.day_started = true;
         let input = Input {
             seq,
             timestamp,
@@ -503,6 +635,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             ouch_readers,
             itch_reader,
             confirmed_seq,
+            day_started,
             report,
         } = self;
         let pipeline = match core {
@@ -532,6 +665,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             ouch_readers,
             itch_reader,
             confirmed_seq,
+            day_started,
             last_tick: Timestamp(0),
             tick_ns: config.engine.tick_ms.max(1) * 1_000_000,
             fatal: None,
@@ -570,6 +704,9 @@ impl Replaying {
     }
 }
 
+/// Apply journal records `1..=last_seq` to `core`; leader changes (a cluster's) are counted,
+/// not applied. Returns whether a start of day was among them (a cluster member may have
+/// none committed yet).
 fn replay_journal<F: FeedOut>(
     dir: &std::path::Path,
     last_seq: u64,
@@ -577,33 +714,26 @@ fn replay_journal<F: FeedOut>(
     core: &mut Replaying,
     streams: &mut Streams<F>,
     progress: &mut impl FnMut(u64, u64),
-) -> Result<(), String> {
+) -> Result<bool, String> {
     let mut reader = JournalReader::open(dir, 1).map_err(|e| e.to_string())?;
-    let (journal_header, timestamp) =
-        replay::read_header(&mut reader).map_err(|e| e.to_string())?;
-    if journal_header != *header {
-        return Err(format!(
-            "the journal in {} was started with other sessions or another venue definition (symbols, accounts, limits) than this config; use its config or a new journal directory",
-            dir.display()
-        ));
-    }
-    let start = Input {
-        seq: 1,
-        timestamp,
-        command: Command::StartOfDay,
-    };
-    core.apply(&start, streams);
-    let mut done = 1;
+    let mut done = 0;
+    let mut day_started = false;
     while let Some(r) = reader.next().map_err(|e| e.to_string())? {
-        let command = record::decode(r.kind, r.payload)
-            .map_err(|e| format!("journal record {}: {}", r.seq, e.0))?;
-        let input = Input {
-            seq: r.seq,
-            timestamp: r.timestamp,
-            command,
-        };
-        core.apply(&input, streams);
         done += 1;
+        if r.kind != KIND_NOOP {
+            if !day_started {
+                check_start_of_day(dir, r.seq, r.kind, r.payload, header)?;
+                day_started = true;
+            }
+            let command = record::decode(r.kind, r.payload)
+                .map_err(|e| format!("journal record {}: {}", r.seq, e.0))?;
+            let input = Input {
+                seq: r.seq,
+                timestamp: r.timestamp,
+                command,
+            };
+            core.apply(&input, streams);
+        }
         if done % (1 << 16) == 0 {
             progress(done, last_seq);
         }
@@ -615,6 +745,30 @@ fn replay_journal<F: FeedOut>(
     if done != last_seq {
         return Err(format!(
             "journal replay read {done} records, recovery counted {last_seq}"
+        ));
+    }
+    Ok(day_started)
+}
+
+/// The first record that is not a leader change starts the day, with this config's venue.
+fn check_start_of_day(
+    dir: &std::path::Path,
+    seq: u64,
+    kind: u8,
+    payload: &[u8],
+    header: &DayHeader,
+) -> Result<(), String> {
+    if kind != KIND_START_OF_DAY {
+        return Err(format!(
+            "journal record {seq}: the first record is kind {kind}, not start of day"
+        ));
+    }
+    let journal_header =
+        DayHeader::decode(payload).map_err(|e| format!("journal record {seq}: {}", e.0))?;
+    if journal_header != *header {
+        return Err(format!(
+            "the journal in {} was started with other sessions or another venue definition (symbols, accounts, limits) than this config; use its config or a new journal directory",
+            dir.display()
         ));
     }
     Ok(())

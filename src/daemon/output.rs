@@ -125,6 +125,21 @@ impl<F: FeedOut> Streams<F> {
         self.feed = Some(feed);
     }
 
+    /// Open the feed after ITCH message `sent` (a cluster's new leader: messages up to `sent`
+    /// are known to have been multicast; every released one after it is multicast now, and
+    /// the rest as they are released).
+    pub fn open_feed_after(&mut self, sent: u64, feed: F) {
+        self.itch_fed = sent;
+        self.feed = Some(feed);
+        self.feed_released();
+    }
+
+    /// Stop multicasting (a cluster member that stopped leading); released messages are
+    /// no longer handed to any feed.
+    pub fn close_feed(&mut self) {
+        self.feed = None;
+    }
+
     /// Multicast a new day's opening messages, released before the feed opened.
     pub fn publish_from_start(&mut self) {
         self.itch_fed = 0;
@@ -209,8 +224,10 @@ impl<F: FeedOut> Streams<F> {
         for seq in self.itch_fed + 1..=last {
             feed.publish(self.itch_reader.get(seq).expect("published"), now);
         }
-        self.itch_fed = last;
+        // A new leader may know of messages sent beyond what it has released yet.
+        self.itch_fed = self.itch_fed.max(last);
         feed.flush(now);
+        self.shared.itch_sent.fetch_max(last, Ordering::Release);
     }
 }
 

@@ -206,8 +206,8 @@ impl<C: Clock> Sequencer<C> {
         self.log.as_mut()
     }
 
-    /// Give the log back (a node rebuilt around the same journal).
-    pub fn into_log(self) -> Box<dyn Sequencing> {
-        self.log
+    /// Give the log and the clock back (a node rebuilt around the same journal).
+    pub fn into_parts(self) -> (Box<dyn Sequencing>, C) {
+        (self.log, self.clock)
     }
 }
