@@ -326,7 +326,7 @@ mod tests {
             venue: Venue::demo(&["AAPL"], &[("U1", "F1"), ("U2", "F2")], Limits::default()),
         };
         let mut last = Timestamp(0);
-        let mut noop = |writer: &mut JournalWriter, term: u64, last: Timestamp| {
+        let noop = |writer: &mut JournalWriter, term: u64, last: Timestamp| {
             if leader_changes {
                 writer.append(last, KIND_NOOP, &term.to_be_bytes()).unwrap();
             }

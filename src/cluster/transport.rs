@@ -23,7 +23,9 @@
 //! attacker on the path (that needs TLS).
 //!
 //! **Frames** after the handshake: length u32 (of what follows), the sender's journal day
-//! epoch u64, then a raft-rs `Message` in its protobuf encoding. A length over
+//! epoch u64, the ITCH messages the sender has multicast u64 (how a new leader knows where the
+//! feed may continue, [`Transport::announce_itch_sent`]), then a raft-rs `Message` in its
+//! protobuf encoding. A length over
 //! `frame_bytes_max`, a message that does not decode, carries a snapshot or a protobuf group
 //! (members never send either; the walk refuses them before the decoder runs), or claims
 //! another sender closes the connection with one log line. Entry payloads are not copied on receipt: the frame buffer is
@@ -32,7 +34,7 @@
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -45,14 +47,14 @@ use sha2::Sha256;
 
 type HmacSha256 = Hmac<Sha256>;
 
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 const CLIENT_MAGIC: &[u8; 4] = b"BRSC";
 const SERVER_MAGIC: &[u8; 4] = b"BRSS";
 const NONCE_BYTES: usize = 32;
 const MAC_BYTES: usize = 32;
 const HELLO_BYTES: usize = 4 + 2 + 8 + 8 + NONCE_BYTES;
 const CHALLENGE_BYTES: usize = 4 + NONCE_BYTES + MAC_BYTES;
-const FRAME_HEADER_BYTES: usize = 4 + 8;
+const FRAME_HEADER_BYTES: usize = 4 + 8 + 8;
 /// Shortest secret accepted (bytes).
 pub const SECRET_BYTES_MIN: usize = 16;
 /// Connections being accepted but not authenticated yet, beyond one per member.
@@ -119,6 +121,9 @@ impl TransportConfig {
 pub struct Inbound {
     pub from: u64,
     pub day_epoch_unix_ns: u64,
+    /// ITCH messages the sender had multicast when it sent this (its feed's last sequence
+    /// number handed to the socket; 0 if it never led).
+    pub itch_sent: u64,
     pub message: Message,
 }
 
@@ -136,6 +141,8 @@ pub struct Transport {
     inbound: Receiver<Inbound>,
     stats: Arc<TransportStats>,
     stop: Arc<AtomicBool>,
+    /// What every outgoing frame announces as this member's multicast ITCH messages.
+    itch_sent: Arc<AtomicU64>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -152,6 +159,7 @@ impl Transport {
         let config = Arc::new(config);
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(TransportStats::default());
+        let itch_sent = Arc::new(AtomicU64::new(0));
         let (inbound_tx, inbound_rx) = channel::bounded(config.inbound_messages_max);
         let mut threads = Vec::new();
         let accept = Acceptor {
@@ -178,6 +186,7 @@ impl Transport {
                 peer,
                 config: config.clone(),
                 stop: stop.clone(),
+                itch_sent: itch_sent.clone(),
                 queue: rx,
             };
             threads.push(
@@ -193,8 +202,15 @@ impl Transport {
             inbound: inbound_rx,
             stats,
             stop,
+            itch_sent,
             threads,
         })
+    }
+
+    /// This member has multicast ITCH messages through `sent`: every frame from now on says so
+    /// (never less than before).
+    pub fn announce_itch_sent(&self, sent: u64) {
+        self.itch_sent.fetch_max(sent, Ordering::Relaxed);
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -524,7 +540,7 @@ impl Reader {
             return Ok(None);
         }
         let len = u32::from_be_bytes(buffer[0..4].try_into().expect("4"));
-        if len > self.config.frame_bytes_max || (len as usize) < 8 {
+        if len > self.config.frame_bytes_max || (len as usize) < FRAME_HEADER_BYTES - 4 {
             return Err(invalid("frame length out of range"));
         }
         let len = len as usize;
@@ -581,11 +597,12 @@ fn read_more(stream: &mut TcpStream, buffer: &mut BytesMut) -> io::Result<ReadMo
 
 /// Decode one frame (after its length word) from member `from`.
 pub fn decode_frame(frame: &Bytes, from: u64) -> io::Result<Inbound> {
-    if frame.len() < 8 {
+    if frame.len() < FRAME_HEADER_BYTES - 4 {
         return Err(invalid("frame shorter than its header"));
     }
     let day_epoch_unix_ns = u64::from_be_bytes(frame[0..8].try_into().expect("8"));
-    let body = frame.slice(8..);
+    let itch_sent = u64::from_be_bytes(frame[8..16].try_into().expect("8"));
+    let body = frame.slice(16..);
     check_wire(&body)?;
     let message = Message::parse_from_carllerche_bytes(&body)
         .map_err(|e| invalid(&format!("undecodable message: {e}")))?;
@@ -595,6 +612,7 @@ pub fn decode_frame(frame: &Bytes, from: u64) -> io::Result<Inbound> {
     Ok(Inbound {
         from,
         day_epoch_unix_ns,
+        itch_sent,
         message,
     })
 }
@@ -603,11 +621,13 @@ pub fn decode_frame(frame: &Bytes, from: u64) -> io::Result<Inbound> {
 pub fn encode_frame(
     message: &Message,
     day_epoch_unix_ns: u64,
+    itch_sent: u64,
     out: &mut Vec<u8>,
 ) -> io::Result<()> {
     out.clear();
     out.extend_from_slice(&[0u8; FRAME_HEADER_BYTES]);
     out[4..12].copy_from_slice(&day_epoch_unix_ns.to_be_bytes());
+    out[12..20].copy_from_slice(&itch_sent.to_be_bytes());
     message
         .write_to_vec(out)
         .map_err(|e| invalid(&format!("cannot encode: {e}")))?;
@@ -692,6 +712,7 @@ struct Writer {
     peer: u64,
     config: Arc<TransportConfig>,
     stop: Arc<AtomicBool>,
+    itch_sent: Arc<AtomicU64>,
     queue: Receiver<(Message, u64)>,
 }
 
@@ -766,7 +787,9 @@ impl Writer {
         epoch: u64,
         frame: &mut Vec<u8>,
     ) -> io::Result<()> {
-        encode_frame(message, epoch, frame)?;
+        // Read as the frame is written: the count only grows, and what it says was sent.
+        let itch_sent = self.itch_sent.load(Ordering::Relaxed);
+        encode_frame(message, epoch, itch_sent, frame)?;
         if frame.len() - 4 > self.config.frame_bytes_max as usize {
             tracing::error!(
                 peer = self.peer,

@@ -173,7 +173,13 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
             return Ok(());
         }
         if !self.day_started {
-            check_start_of_day(std::path::Path::new("the leader's"), seq, kind, payload, &self.header)?;
+            check_start_of_day(
+                std::path::Path::new("the leader's"),
+                seq,
+                kind,
+                payload,
+                &self.header,
+            )?;
             self.day_started = true;
         }
         let command = record::decode(kind, payload)
