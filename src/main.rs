@@ -23,7 +23,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a primary: recover the journal, then take orders (SoupBinTCP/OUCH 4.2) and publish
-    /// ITCH 5.0 over MoldUDP64. Without --config the embedded default config is used.
+    /// ITCH 5.0 over MoldUDP64. Without --config the embedded default config is used. With a
+    /// [cluster] of several members: run this member, which serves only while it leads.
     Run {
         /// TOML configuration file (see README "Configuration").
         #[arg(long)]
@@ -31,6 +32,7 @@ enum Command {
     },
     /// Follow the primary named by [replication] primary: journal and apply every record as
     /// it arrives, and take over (order entry, feed, re-request, snapshot) when it is gone.
+    /// With a [cluster] of several members: the same as `run` (a member follows until elected).
     Standby {
         /// TOML configuration file; its [journal] dir is the standby's own.
         #[arg(long)]
@@ -104,6 +106,9 @@ fn init_logging() {
 fn run(config: Option<PathBuf>) -> Result<(), String> {
     init_logging();
     let config = load_config(config)?;
+    if config.is_clustered() {
+        return run_member(config);
+    }
     let stop = stop_on_signals()?;
     let publisher = PublisherConfig::from_feed(&config.feed)?;
     let make_feed = |next_seq| {
@@ -115,9 +120,26 @@ fn run(config: Option<PathBuf>) -> Result<(), String> {
     daemon.run()
 }
 
+/// A cluster member: follows, and serves while it leads (the feed opens and closes with it).
+fn run_member(config: Config) -> Result<(), String> {
+    let stop = stop_on_signals()?;
+    let publisher = PublisherConfig::from_feed(&config.feed)?;
+    let make_feed = move |next_seq| {
+        FeedPublisher::new(&publisher, next_seq, 0)
+            .map_err(|e| format!("cannot open the multicast feed {}: {e}", publisher.group))
+    };
+    let mut daemon = Daemon::start_member(config, make_feed, stop)?;
+    println!("{}", daemon.listening());
+    daemon.run()
+}
+
 fn standby(config: PathBuf) -> Result<(), String> {
     init_logging();
     let config = load_config(Some(config))?;
+    if config.is_clustered() {
+        // Every member follows until it is elected: `standby` is `run`.
+        return run_member(config);
+    }
     let stop = stop_on_signals()?;
     let publisher = PublisherConfig::from_feed(&config.feed)?;
     let make_feed = |next_seq| {

@@ -6,6 +6,7 @@
 //! on their own threads.
 
 pub mod admin;
+mod member;
 pub mod node;
 pub mod output;
 
@@ -61,7 +62,8 @@ impl std::fmt::Display for Listening {
 pub struct Daemon<F: FeedOut> {
     poll: Poll,
     node: Node<SystemClock, F>,
-    gateway: Gateway,
+    /// None while a cluster member does not lead (`member`).
+    gateway: Option<Gateway>,
     admin: AdminServer,
     /// Answers GLIMPSE snapshot requests between inputs.
     desk: SnapshotDesk,
@@ -71,6 +73,8 @@ pub struct Daemon<F: FeedOut> {
     started: Instant,
     stop: Arc<AtomicBool>,
     day_end_handled: bool,
+    /// A cluster member's raft side (`[cluster]` with several members).
+    member: Option<member::Member<F>>,
 }
 
 impl<F: FeedOut> Daemon<F> {
@@ -163,7 +167,7 @@ impl<F: FeedOut> Daemon<F> {
         Ok(Daemon {
             poll,
             node,
-            gateway,
+            gateway: Some(gateway),
             admin,
             desk,
             servers: vec![rerequest, glimpse, replication],
@@ -171,12 +175,21 @@ impl<F: FeedOut> Daemon<F> {
             started: Instant::now(),
             stop,
             day_end_handled: false,
+            member: None,
         })
     }
 
     pub fn listening(&self) -> Listening {
+        if let Some(listening) = self.member_listening() {
+            return listening;
+        }
         Listening {
-            gateway: self.gateway.local_addr().expect("bound"),
+            gateway: self
+                .gateway
+                .as_ref()
+                .expect("bound")
+                .local_addr()
+                .expect("bound"),
             admin: self.admin.local_addr().expect("bound"),
             rerequest: self.servers[0].local_addr(),
             snapshot: self.servers[1].local_addr(),
@@ -200,51 +213,66 @@ impl<F: FeedOut> Daemon<F> {
     /// Run until stopped (signal, `bourse admin shutdown` or fatal error). Returns the fatal
     /// error, if any.
     pub fn run(&mut self) -> Result<(), String> {
-        let streams = self.node.ouch_streams().to_vec();
+        let mut streams = self.node.ouch_streams().to_vec();
         let mut events = Events::with_capacity(1024);
         let mut last_timer_ns = 0u64;
         while !self.stop.load(Ordering::Relaxed) {
-            let timeout = self.poll_timeout();
+            let timeout = self.member_timeout(self.poll_timeout());
             if let Err(e) = self.poll.poll(&mut events, Some(timeout))
                 && e.kind() != std::io::ErrorKind::Interrupted
             {
                 return Err(format!("event poll failed: {e}"));
             }
             let now = self.now_ns();
+            // A cluster member counts the ticks that passed, then hears the other members.
+            self.member_before_input();
             // While the node takes no input (rings nearly full, or batches waiting for their
             // release) the gateway's reads are deferred: back-pressure on the clients.
             let accepting = self.node.ready_for_input();
             for event in events.iter() {
                 if !accepting
-                    && self.gateway.owns(event.token())
-                    && !self.gateway.is_listener(event.token())
+                    && let Some(gateway) = self.gateway.as_mut()
+                    && gateway.owns(event.token())
+                    && !gateway.is_listener(event.token())
                 {
-                    self.gateway.defer(event.token());
+                    gateway.defer(event.token());
                 } else {
                     self.dispatch(event.token(), now, &streams);
                 }
             }
             let registry = self.poll.registry();
             if self.node.ready_for_input() {
-                self.gateway
-                    .on_idle(registry, now, &streams, &mut self.node);
+                if let Some(gateway) = self.gateway.as_mut() {
+                    gateway.on_idle(registry, now, &streams, &mut self.node);
+                }
                 self.node.tick_if_due();
+            }
+            // A cluster member: raft's messages out, committed records in, role changes.
+            if self.member_after_input(now) {
+                streams = self.node.ouch_streams().to_vec();
             }
             let all_released = self.node.end_batch();
             // Only released messages are visible in the streams, so a reply never leaves
-            // before its input is durable.
-            self.gateway.pump(&streams, self.poll.registry(), now);
+            // before its input is durable (a cluster's: committed, and sent by the leader
+            // only while its lease holds).
+            let may_send = self.member_may_send();
+            if may_send && let Some(gateway) = self.gateway.as_mut() {
+                gateway.pump(&streams, self.poll.registry(), now);
+            }
             if now.saturating_sub(last_timer_ns) >= TIMER_INTERVAL_NS {
                 last_timer_ns = now;
                 let registry = self.poll.registry();
-                self.gateway.on_timer(registry, now);
+                if let Some(gateway) = self.gateway.as_mut() {
+                    gateway.on_timer(registry, now);
+                }
                 self.admin.on_timer(registry, now);
             }
             self.node.idle();
             self.after_day_end();
-            if all_released {
+            if all_released && may_send {
                 self.answer_snapshots();
             }
+            self.member_after_release();
             if let Some(fatal) = self.node.fatal.clone() {
                 self.shutdown();
                 return Err(fatal);
@@ -260,10 +288,15 @@ impl<F: FeedOut> Daemon<F> {
     }
 
     fn poll_timeout(&self) -> Duration {
-        if self.node.awaiting_release() {
+        // A cluster member waiting for its quorum is woken by the transport instead.
+        if self.node.awaiting_release() && self.member.is_none() {
             return AWAIT_RELEASE_POLL;
         }
-        if self.gateway.has_pending_reads() && self.node.ready_for_input() {
+        let pending = self
+            .gateway
+            .as_ref()
+            .is_some_and(Gateway::has_pending_reads);
+        if pending && self.node.ready_for_input() {
             return Duration::ZERO;
         }
         match self.config.engine.wait {
@@ -278,9 +311,10 @@ impl<F: FeedOut> Daemon<F> {
 
     fn dispatch(&mut self, token: Token, now: u64, streams: &[crate::stream::StreamReader]) {
         let registry = self.poll.registry();
-        if self.gateway.owns(token) {
-            self.gateway
-                .on_event(token, registry, now, streams, &mut self.node);
+        if let Some(gateway) = self.gateway.as_mut()
+            && gateway.owns(token)
+        {
+            gateway.on_event(token, registry, now, streams, &mut self.node);
         } else if self.admin.owns(token)
             && let Some((index, request)) = self.admin.on_event(token, registry, now)
         {
@@ -312,6 +346,9 @@ impl<F: FeedOut> Daemon<F> {
                 }
             }
         };
+        if let Some(why) = self.member_refusal() {
+            return format!("error {why}");
+        }
         match self.node.admin(admin) {
             Some(Outcome::Applied) => format!("ok {}", request.line()),
             Some(Outcome::AdminRefused(why)) => format!("error {why}"),
@@ -322,10 +359,11 @@ impl<F: FeedOut> Daemon<F> {
 
     fn status(&self) -> String {
         format!(
-            "ok {} itch={} sessions={}",
+            "ok {} itch={} sessions={}{}",
             self.node.status(),
             self.node.itch_stream().len(),
-            self.gateway.connected_sessions()
+            self.gateway.as_ref().map_or(0, Gateway::connected_sessions),
+            self.member_status()
         )
     }
 
@@ -345,8 +383,12 @@ impl<F: FeedOut> Daemon<F> {
         // last pump.
         self.node.drain_outputs(Duration::from_secs(1));
         let streams = self.node.ouch_streams().to_vec();
-        self.gateway.pump(&streams, self.poll.registry(), now);
-        self.gateway.shutdown(self.poll.registry(), now);
+        if let Some(gateway) = self.gateway.as_mut() {
+            if self.member.is_none() {
+                gateway.pump(&streams, self.poll.registry(), now);
+            }
+            gateway.shutdown(self.poll.registry(), now);
+        }
         tracing::info!(last_seq = self.node.last_seq(), "bourse stopped");
     }
 }

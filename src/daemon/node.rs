@@ -94,14 +94,11 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         }
         // A new day's feed starts at 1 with the opening messages; a recovered day's feed
         // continues after what it released before the restart.
-        let next_itch = if new_day {
-            1
-        } else {
-            opened.streams.next_itch_seq()
-        };
-        opened.streams.open_feed(make_feed(next_itch)?);
+        let streams = &mut opened.state.streams;
+        let next_itch = if new_day { 1 } else { streams.next_itch_seq() };
+        streams.open_feed(make_feed(next_itch)?);
         if new_day {
-            opened.streams.publish_from_start();
+            streams.publish_from_start();
         }
         opened.into_node(config)
     }
@@ -137,17 +134,22 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
     }
 
     /// A member stopped leading with inputs applied past the commit index: rebuild the state
-    /// from the committed records (the log's `last_seq`), dropping every output not released.
-    pub fn rebuild(self, config: &Config) -> Result<Self, String> {
-        let Node {
-            pipeline,
-            sequencer,
-            ..
-        } = self;
-        drop(pipeline);
-        let (log, clock) = sequencer.into_parts();
-        let through = log.last_seq();
-        Opened::build(config, clock, log, through, Layout::Compact, |_, _| {})?.into_node(config)
+    /// and the streams from the committed records (the log's `last_seq`), dropping every
+    /// output not released. The feed is closed; readers of the old streams are stale.
+    pub fn rebuild(&mut self, config: &Config) -> Result<(), String> {
+        let through = self.sequencer.log().last_seq();
+        let state = Replayed::replay(config, through, Layout::Compact, |_, _| {})?;
+        let (pipeline, parts) = state.into_pipeline(config)?;
+        assert!(parts.header == self.header);
+        self.pipeline = pipeline;
+        self.shared = parts.shared;
+        self.ouch_readers = parts.ouch_readers;
+        self.itch_reader = parts.itch_reader;
+        self.day_started = parts.day_started;
+        self.batch_end_seq = through;
+        self.released_seq = through;
+        self.unreleased.clear();
+        Ok(())
     }
 
     /// The cluster member behind the sequencer, if this node is one.
@@ -503,15 +505,8 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
 /// A journal opened and replayed, before the feed and (sharded) the threads start.
 struct Opened<C: Clock, F: FeedOut> {
     sequencer: Sequencer<C>,
-    header: DayHeader,
-    core: Replaying,
-    streams: Streams<F>,
-    shared: Arc<OutputShared>,
-    ouch_readers: Vec<StreamReader>,
-    itch_reader: StreamReader,
+    state: Replayed<F>,
     confirmed_seq: Option<Arc<AtomicU64>>,
-    /// A start-of-day record was applied.
-    day_started: bool,
     report: RecoveryReport,
 }
 
@@ -545,6 +540,107 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
         log: Box<dyn crate::sequencer::Sequencing>,
         through: u64,
         layout: Layout,
+        progress: impl FnMut(u64, u64),
+    ) -> Result<Self, String> {
+        let state = Replayed::replay(config, through, layout, progress)?;
+        Ok(Opened {
+            sequencer: Sequencer::new(log, clock),
+            state,
+            confirmed_seq: None,
+            report: RecoveryReport {
+                last_seq: through,
+                records: through,
+                ..RecoveryReport::default()
+            },
+        })
+    }
+
+    /// Journal and apply the first input of a new day, durable and released.
+    fn start_day(&mut self) -> Result<(), String> {
+        let state = &mut self.state;
+        let payload = state.header.encode();
+        let (seq, timestamp) = self
+            .sequencer
+            .append(KIND_START_OF_DAY, &payload)
+            .map_err(|e| e.to_string())?;
+        assert_eq!(seq, 1, "a new journal starts at 1");
+        state.day_started = true;
+        let input = Input {
+            seq,
+            timestamp,
+            command: Command::StartOfDay,
+        };
+        state.core.apply(&input, &mut state.streams);
+        self.sequencer.flush()?;
+        state
+            .core
+            .marker(Marker::BatchEnd { seq }, &mut state.streams);
+        state
+            .core
+            .marker(Marker::Release { seq }, &mut state.streams);
+        Ok(())
+    }
+
+    /// Start the layout's machinery around the replayed state.
+    fn into_node(self, config: &Config) -> Result<Node<C, F>, String> {
+        let Opened {
+            sequencer,
+            state,
+            confirmed_seq,
+            report,
+        } = self;
+        let (pipeline, parts) = state.into_pipeline(config)?;
+        let last_seq = sequencer.next_seq() - 1;
+        Ok(Node {
+            pipeline,
+            sequencer,
+            shared: parts.shared,
+            header: parts.header,
+            ouch_readers: parts.ouch_readers,
+            itch_reader: parts.itch_reader,
+            confirmed_seq,
+            day_started: parts.day_started,
+            last_tick: Timestamp(0),
+            tick_ns: config.engine.tick_ms.max(1) * 1_000_000,
+            fatal: None,
+            recovery: report,
+            batch_end_seq: last_seq,
+            released_seq: last_seq,
+            unreleased: VecDeque::with_capacity(limits::UNRELEASED_BATCHES_MAX),
+            next_snapshot: 1,
+        })
+    }
+}
+
+/// The state machine and the output streams rebuilt from the journal, before the layout's
+/// machinery starts.
+struct Replayed<F: FeedOut> {
+    header: DayHeader,
+    core: Replaying,
+    streams: Streams<F>,
+    shared: Arc<OutputShared>,
+    ouch_readers: Vec<StreamReader>,
+    itch_reader: StreamReader,
+    /// A start-of-day record was applied.
+    day_started: bool,
+}
+
+/// What a node keeps of a [`Replayed`] beside its pipeline.
+struct Parts {
+    header: DayHeader,
+    shared: Arc<OutputShared>,
+    ouch_readers: Vec<StreamReader>,
+    itch_reader: StreamReader,
+    day_started: bool,
+}
+
+impl<F: FeedOut> Replayed<F> {
+    /// Fresh streams and state machine, with journal records `1..=through` applied and
+    /// released.
+    fn replay(
+        config: &Config,
+        through: u64,
+        layout: Layout,
         mut progress: impl FnMut(u64, u64),
     ) -> Result<Self, String> {
         let accounts = config.accounts.len();
@@ -563,7 +659,6 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             feed_session: config.feed.session.clone(),
             venue: config.venue(),
         };
-        let sequencer = Sequencer::new(log, clock);
         let venue = &header.venue;
         let mut core = match layout {
             Layout::Compact => Replaying::Compact(Box::new(
@@ -590,59 +685,27 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
         if let Some(full) = shared.fatal.lock().expect("not poisoned").take() {
             return Err(full);
         }
-        Ok(Opened {
-            sequencer,
+        Ok(Replayed {
             header,
             core,
             streams,
             shared,
             ouch_readers,
             itch_reader,
-            confirmed_seq: None,
             day_started,
-            report: RecoveryReport {
-                last_seq: through,
-                records: through,
-                ..RecoveryReport::default()
-            },
         })
     }
 
-    /// Journal and apply the first input of a new day, durable and released.
-    fn start_day(&mut self) -> Result<(), String> {
-        let payload = self.header.encode();
-        let (seq, timestamp) = self
-            .sequencer
-            .append(KIND_START_OF_DAY, &payload)
-            .map_err(|e| e.to_string())?;
-        assert_eq!(seq, 1, "a new journal starts at 1");
-        self.day_started = true;
-        let input = Input {
-            seq,
-            timestamp,
-            command: Command::StartOfDay,
-        };
-        self.core.apply(&input, &mut self.streams);
-        self.sequencer.flush()?;
-        self.core
-            .marker(Marker::BatchEnd { seq }, &mut self.streams);
-        self.core.marker(Marker::Release { seq }, &mut self.streams);
-        Ok(())
-    }
-
-    /// Start the layout's machinery around the replayed state.
-    fn into_node(self, config: &Config) -> Result<Node<C, F>, String> {
-        let Opened {
-            sequencer,
+    /// Start the layout's machinery (sharded: the threads) around the state.
+    fn into_pipeline(self, config: &Config) -> Result<(Pipeline<Streams<F>>, Parts), String> {
+        let Replayed {
             header,
             core,
             mut streams,
             shared,
             ouch_readers,
             itch_reader,
-            confirmed_seq,
             day_started,
-            report,
         } = self;
         let pipeline = match core {
             Replaying::Compact(exchange) => Pipeline::Inline {
@@ -662,25 +725,14 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
                 )?))
             }
         };
-        let last_seq = sequencer.next_seq() - 1;
-        Ok(Node {
-            pipeline,
-            sequencer,
-            shared,
+        let parts = Parts {
             header,
+            shared,
             ouch_readers,
             itch_reader,
-            confirmed_seq,
             day_started,
-            last_tick: Timestamp(0),
-            tick_ns: config.engine.tick_ms.max(1) * 1_000_000,
-            fatal: None,
-            recovery: report,
-            batch_end_seq: last_seq,
-            released_seq: last_seq,
-            unreleased: VecDeque::with_capacity(limits::UNRELEASED_BATCHES_MAX),
-            next_snapshot: 1,
-        })
+        };
+        Ok((pipeline, parts))
     }
 }
 

@@ -205,9 +205,4 @@ impl<C: Clock> Sequencer<C> {
     pub fn log_mut(&mut self) -> &mut dyn Sequencing {
         self.log.as_mut()
     }
-
-    /// Give the log and the clock back (a node rebuilt around the same journal).
-    pub fn into_parts(self) -> (Box<dyn Sequencing>, C) {
-        (self.log, self.clock)
-    }
 }
