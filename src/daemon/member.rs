@@ -31,6 +31,7 @@ use crate::config::Config;
 use crate::gateway::Gateway;
 use crate::guard::LogGate;
 use crate::journal::day_epoch_of;
+use crate::marketdata::ServerHandle;
 use crate::marketdata::glimpse::{
     GlimpseConfig, GlimpseServer, SnapshotRequester, snapshot_channel,
 };
@@ -352,19 +353,29 @@ impl<F: FeedOut> Daemon<F> {
                 return;
             }
         };
-        let rerequest = RerequestServer::bind(&member.rerequest, self.node.itch_stream().clone())
-            .and_then(RerequestServer::spawn);
-        let glimpse = GlimpseServer::spawn(member.glimpse.clone(), member.requester.clone());
-        let (rerequest, glimpse) = match (rerequest, glimpse) {
-            (Ok(r), Ok(g)) => (r, g),
-            (r, g) => {
-                tracing::warn!(
-                    rerequest = ?r.err(),
-                    snapshot = ?g.err(),
-                    "cluster: leading, but cannot bind the market-data servers yet"
-                );
-                let mut gateway = gateway;
-                gateway.shutdown(self.poll.registry(), now_ns);
+        // Bound before any thread starts, so a port still taken costs no thread to stop.
+        let rerequest = match RerequestServer::bind(
+            &member.rerequest,
+            self.node.itch_stream().clone(),
+        ) {
+            Ok(server) => server,
+            Err(e) => {
+                tracing::warn!(listen = %member.rerequest.listen, "cluster: leading, but cannot bind the re-request server yet: {e}");
+                return;
+            }
+        };
+        let glimpse = match GlimpseServer::spawn(member.glimpse.clone(), member.requester.clone()) {
+            Ok(server) => server,
+            Err(e) => {
+                tracing::warn!(listen = %member.glimpse.listen, "cluster: leading, but cannot bind the GLIMPSE server yet: {e}");
+                return;
+            }
+        };
+        let rerequest = match rerequest.spawn() {
+            Ok(server) => server,
+            Err(e) => {
+                tracing::error!("cluster: cannot start the re-request server: {e}");
+                stop_in_background(vec![glimpse]);
                 return;
             }
         };
@@ -398,11 +409,7 @@ impl<F: FeedOut> Daemon<F> {
             gateway.shutdown(self.poll.registry(), now_ns);
         }
         self.node.close_feed();
-        let servers = std::mem::take(&mut self.servers);
-        // Their threads take up to a stop-poll interval to end: not on this thread.
-        let _ = std::thread::Builder::new()
-            .name("stop-servers".into())
-            .spawn(move || drop(servers));
+        stop_in_background(std::mem::take(&mut self.servers));
         let member = self.member.as_mut().expect("member");
         member.serving = false;
         tracing::warn!(
@@ -491,6 +498,13 @@ impl<F: FeedOut> Daemon<F> {
         let elapsed = boottime_ns().saturating_sub(member.started_boot_ns);
         timeout.min(Duration::from_nanos(next_ns.saturating_sub(elapsed)))
     }
+}
+
+/// Server threads take up to a stop-poll interval to end: not on the loop's thread.
+fn stop_in_background(servers: Vec<ServerHandle>) {
+    let _ = std::thread::Builder::new()
+        .name("stop-servers".into())
+        .spawn(move || drop(servers));
 }
 
 /// Port 0 in a serving address is resolved once at start (a member binds it only while it

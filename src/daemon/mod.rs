@@ -383,8 +383,9 @@ impl<F: FeedOut> Daemon<F> {
         // last pump.
         self.node.drain_outputs(Duration::from_secs(1));
         let streams = self.node.ouch_streams().to_vec();
+        let may_send = self.member_may_send();
         if let Some(gateway) = self.gateway.as_mut() {
-            if self.member.is_none() {
+            if may_send {
                 gateway.pump(&streams, self.poll.registry(), now);
             }
             gateway.shutdown(self.poll.registry(), now);
