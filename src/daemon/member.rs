@@ -381,7 +381,7 @@ impl<F: FeedOut> Daemon<F> {
         };
         let sent = member.known_sent.max(self.node.itch_sent());
         let make_feed = &member.make_feed;
-        if let Err(why) = self.node.open_feed_after(sent, |next| make_feed(next)) {
+        if let Err(why) = self.node.open_feed_after(sent, make_feed) {
             tracing::error!("cluster: cannot open the feed: {why}");
             return;
         }

@@ -330,7 +330,7 @@ impl Cluster {
             }
         }
         let mut members = Vec::new();
-        for i in 0..count {
+        for (i, row) in proxies.iter().enumerate() {
             let dir = temp.path().join(format!("m{}", i + 1));
             std::fs::create_dir_all(&dir).unwrap();
             let member = Member {
@@ -345,11 +345,10 @@ impl Cluster {
                 starts: 0,
             };
             // What this member dials for each other member (itself: its own address).
-            let view: Vec<SocketAddr> = (0..count)
-                .map(|j| match &proxies[i][j] {
-                    Some(proxy) => proxy.addr,
-                    None => listen[j],
-                })
+            let view: Vec<SocketAddr> = row
+                .iter()
+                .zip(&listen)
+                .map(|(proxy, listen)| proxy.as_ref().map_or(*listen, |p| p.addr))
                 .collect();
             let snapshot = loopback(fixed_port());
             std::fs::write(&member.config, config_text(&member, &view, group, snapshot)).unwrap();
