@@ -308,3 +308,86 @@ impl<F: FeedOut> OutputStage for Streams<F> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::stream;
+    use crate::types::Timestamp;
+    use std::sync::Mutex;
+
+    /// A feed that remembers what it was handed.
+    #[derive(Clone, Default)]
+    struct Recorder(Arc<Mutex<Vec<Vec<u8>>>>);
+
+    impl FeedOut for Recorder {
+        fn publish(&mut self, message: &[u8], _: u64) {
+            self.0.lock().unwrap().push(message.to_vec());
+        }
+        fn flush(&mut self, _: u64) {}
+        fn poll_timers(&mut self, _: u64) {}
+        fn end_of_session(&mut self, _: u64) {}
+    }
+
+    fn event(code: u8) -> itch::Message {
+        itch::Message {
+            header: itch::Header {
+                locate: 0,
+                tracking: 0,
+                timestamp: Timestamp(u64::from(code)),
+            },
+            body: itch::Body::SystemEvent { event: code },
+        }
+    }
+
+    /// `count` more ITCH messages, as one released batch ending at input `seq`.
+    fn released_batch(streams: &mut Streams<Recorder>, seq: u64, count: u8) {
+        for code in 0..count {
+            streams.itch(&event(b'a' + code));
+        }
+        streams.marker(Marker::BatchEnd { seq });
+        streams.marker(Marker::Release { seq });
+    }
+
+    /// A cluster's new leader continues the feed after the last message known multicast, not
+    /// after what it released as a follower: what the old leader released but may not have
+    /// sent goes out again, with its own number.
+    #[test]
+    fn a_feed_opened_after_a_known_count_multicasts_everything_released_after_it() {
+        let (ouch, _ouch_reader) = stream(1 << 20, 1 << 10).unwrap();
+        let (itch, itch_reader) = stream(1 << 20, 1 << 10).unwrap();
+        let shared = Arc::new(OutputShared::default());
+        let mut streams = Streams::new(vec![ouch], itch, itch_reader.clone(), shared.clone());
+        released_batch(&mut streams, 1, 5);
+        assert_eq!(
+            streams.next_itch_seq(),
+            6,
+            "released as a follower, sent by nobody here"
+        );
+        let first = Recorder::default();
+        streams.open_feed_after(2, first.clone());
+        let expected: Vec<Vec<u8>> = (3..=5)
+            .map(|s| itch_reader.get(s).unwrap().to_vec())
+            .collect();
+        assert_eq!(
+            *first.0.lock().unwrap(),
+            expected,
+            "messages 3..=5 multicast at once"
+        );
+        released_batch(&mut streams, 2, 2);
+        assert_eq!(
+            first.0.lock().unwrap().len(),
+            5,
+            "then 6 and 7 as they are released"
+        );
+        assert_eq!(shared.itch_sent.load(Ordering::Acquire), 7);
+        // Known sent beyond what is released: nothing until the release passes it.
+        streams.close_feed();
+        let second = Recorder::default();
+        streams.open_feed_after(9, second.clone());
+        released_batch(&mut streams, 3, 3);
+        let got = second.0.lock().unwrap().clone();
+        assert_eq!(got, vec![itch_reader.get(10).unwrap().to_vec()]);
+        assert_eq!(shared.itch_sent.load(Ordering::Acquire), 10);
+    }
+}
