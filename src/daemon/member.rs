@@ -621,6 +621,12 @@ impl Drop for Syncer {
 /// later) needs it again.
 fn sync_segments(dir: &std::path::Path, first_segment: &mut u64) -> Result<(), String> {
     let segments = crate::journal::segment::list_segments(dir).map_err(|e| e.to_string())?;
+    if let Some(&(newest, _)) = segments.last()
+        && newest < *first_segment
+    {
+        // A truncation removed later segments; writing goes on in this one.
+        *first_segment = newest;
+    }
     let from = *first_segment;
     for (index, path) in segments.iter().filter(|(i, _)| *i >= from) {
         let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
