@@ -63,7 +63,10 @@ const PENDING_CONNECTIONS_MAX: usize = 8;
 const STOP_POLL: Duration = Duration::from_millis(50);
 const RECONNECT_PAUSE_MAX: Duration = Duration::from_secs(1);
 
-/// A waker the transport calls when a message arrived (the daemon's poll waker).
+/// A waker the transport calls when a message arrived (the daemon's poll waker). It is called
+/// once per drain, not per message: after the first message that arrives once
+/// [`Transport::try_recv`] found the queue empty (a busy loop is not woken thousands of times a
+/// second for messages it drains anyway).
 pub type Wake = Arc<dyn Fn() + Send + Sync>;
 
 #[derive(Clone)]
@@ -143,6 +146,8 @@ pub struct Transport {
     stop: Arc<AtomicBool>,
     /// What every outgoing frame announces as this member's multicast ITCH messages.
     itch_sent: Arc<AtomicU64>,
+    /// A wake is owed or done since the loop last found the queue empty.
+    wake_pending: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -160,6 +165,7 @@ impl Transport {
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(TransportStats::default());
         let itch_sent = Arc::new(AtomicU64::new(0));
+        let wake_pending = Arc::new(AtomicBool::new(false));
         let (inbound_tx, inbound_rx) = channel::bounded(config.inbound_messages_max);
         let mut threads = Vec::new();
         let accept = Acceptor {
@@ -169,6 +175,7 @@ impl Transport {
             stats: stats.clone(),
             inbound: inbound_tx,
             wake,
+            wake_pending: wake_pending.clone(),
         };
         threads.push(
             std::thread::Builder::new()
@@ -203,6 +210,7 @@ impl Transport {
             stats,
             stop,
             itch_sent,
+            wake_pending,
             threads,
         })
     }
@@ -236,8 +244,14 @@ impl Transport {
         }
     }
 
-    /// The next message received, if any.
+    /// The next message received, if any. Finding none re-arms the waker: the next message
+    /// to arrive wakes the loop (drain until `None`, or poll again without sleeping).
     pub fn try_recv(&self) -> Option<Inbound> {
+        if let Ok(inbound) = self.inbound.try_recv() {
+            return Some(inbound);
+        }
+        self.wake_pending.store(false, Ordering::SeqCst);
+        // One that arrived while re-arming may have seen the flag still set: take it now.
         self.inbound.try_recv().ok()
     }
 
@@ -409,6 +423,7 @@ struct Acceptor {
     stats: Arc<TransportStats>,
     inbound: Sender<Inbound>,
     wake: Option<Wake>,
+    wake_pending: Arc<AtomicBool>,
 }
 
 impl Acceptor {
@@ -444,6 +459,7 @@ impl Acceptor {
                 stats: self.stats.clone(),
                 inbound: self.inbound.clone(),
                 wake: self.wake.clone(),
+                wake_pending: self.wake_pending.clone(),
             };
             let open = open.clone();
             let spawned = std::thread::Builder::new()
@@ -469,6 +485,7 @@ struct Reader {
     stats: Arc<TransportStats>,
     inbound: Sender<Inbound>,
     wake: Option<Wake>,
+    wake_pending: Arc<AtomicBool>,
 }
 
 impl Reader {
@@ -522,7 +539,9 @@ impl Reader {
             let inbound = decode_frame(&frame, from)?;
             match self.inbound.try_send(inbound) {
                 Ok(()) => {
-                    if let Some(wake) = &self.wake {
+                    if let Some(wake) = &self.wake
+                        && !self.wake_pending.swap(true, Ordering::SeqCst)
+                    {
                         wake();
                     }
                 }

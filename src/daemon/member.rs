@@ -45,7 +45,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Messages stepped per loop turn at most (the transport's queue is bounded too).
+/// Messages stepped per loop turn at most; more wait for the next turn, which then does not
+/// sleep (the transport wakes the loop only once the queue was found empty).
 const STEPS_PER_TURN_MAX: usize = 4096;
 /// A member that could not bind a serving port tries again after this long.
 const SERVE_RETRY_NS: u64 = 100_000_000;
@@ -68,6 +69,8 @@ pub(super) struct Member<F: FeedOut> {
     listening: Listening,
     /// The gateway and servers are bound and the feed open.
     serving: bool,
+    /// The last turn left messages in the transport's queue.
+    inbound_left: bool,
     last_serve_attempt_ns: u64,
     rerequest: RerequestConfig,
     glimpse: GlimpseConfig,
@@ -164,6 +167,7 @@ impl<F: FeedOut> Daemon<F> {
             syncer,
             listening,
             serving: false,
+            inbound_left: false,
             last_serve_attempt_ns: 0,
             rerequest: RerequestConfig::from_feed(&config.feed)?,
             glimpse,
@@ -202,8 +206,10 @@ impl<F: FeedOut> Daemon<F> {
             raft.tick();
         }
         member.ticks_done = member.ticks_done.max(due);
+        member.inbound_left = true;
         for _ in 0..STEPS_PER_TURN_MAX {
             let Some(inbound) = member.transport.try_recv() else {
+                member.inbound_left = false;
                 break;
             };
             member.known_sent = member.known_sent.max(inbound.itch_sent);
@@ -494,6 +500,9 @@ impl<F: FeedOut> Daemon<F> {
         let Some(member) = self.member.as_ref() else {
             return timeout;
         };
+        if member.inbound_left {
+            return Duration::ZERO;
+        }
         let next_ns = (member.ticks_done + 1) * member.tick_ns;
         let elapsed = boottime_ns().saturating_sub(member.started_boot_ns);
         timeout.min(Duration::from_nanos(next_ns.saturating_sub(elapsed)))

@@ -10,7 +10,7 @@ RATES=${1:-"10000 100000"}
 SECS=${SECS:-5}
 ROUNDS=${ROUNDS:-1}
 BIN=target/release
-BASE=${BASE:-24100}   # members on BASE+1..3, their gateways BASE+11..13, re-request BASE+21..23, snapshot BASE+31..33
+BASE=${BASE:-24100}   # members on BASE+1..3, gateways BASE+11..13, re-request +21..23, snapshot +31..33, admin +41..43
 pkill_ours() { for f in "$OUT"/*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null; done; sleep 1; }
 pkill_ours; rm -rf "$OUT"; mkdir -p "$OUT"
 
@@ -23,10 +23,11 @@ template alone async > "$OUT/alone.toml"
 for i in 1 2 3; do
   template m$i quorum \
     | sed -e "0,/^listen = /s|^listen = .*|listen = \"127.0.0.1:$((BASE + 10 + i))\"|" \
+          -e "/^\[admin\]/{n;s|^listen = .*|listen = \"127.0.0.1:$((BASE + 40 + i))\"|}" \
           -e "s|^rerequest = .*|rerequest = \"127.0.0.1:$((BASE + 20 + i))\"|" \
           -e "s|^snapshot = .*|snapshot = \"127.0.0.1:$((BASE + 30 + i))\"|" \
           -e "s|^group = .*|group = \"239.195.0.2:26501\"|" > "$OUT/m$i.toml"
-  # The first `listen = 127.0.0.1:0` is the gateway's (replaced above); admin stays on port 0.
+  # The first `listen =` is the gateway's; `bourse admin --config` needs a fixed admin port.
   cat >> "$OUT/m$i.toml" <<EOF
 
 [cluster]
