@@ -55,11 +55,16 @@ done
 [ -n "$LEADER" ] || { echo "no leader"; pkill_ours; exit 1; }
 echo "leader: member $LEADER"
 ALONE_GW=$(sed 's/.*gateway=\([^ ]*\).*/\1/' "$OUT/alone.addr")
+cpu_ms() { # CPU time (user + system, ms) of each process so far
+  for name in alone m1 m2 m3; do echo -n "$name=$(awk '{print ($14 + $15) * 10}' "/proc/$(cat "$OUT/$name.pid")/stat") "; done
+}
 run() { # LABEL CONFIG GATEWAY RATE TAG
   echo "== $1 rate $4 (load $(cut -d' ' -f1 /proc/loadavg))"
+  before=$(cpu_ms)
   $BIN/bourse-loadgen --config "$2" --gateway "$3" --rate "$4" --duration "$SECS" --run-tag "$5" \
       --quiet --hist "$OUT/$1-$4-$5.hgrm" > "$OUT/lg.out" 2> "$OUT/lg.err"
   grep -E "^sent|latency|enter -> Accepted|^rejected" "$OUT/lg.out"; tail -2 "$OUT/lg.err"
+  echo "cpu ms before: $before"; echo "cpu ms after:  $(cpu_ms)"
 }
 n=0
 for round in $(seq "$ROUNDS"); do
