@@ -827,6 +827,19 @@ fn a_leader_stopped_for_4_s_is_replaced_and_releases_nothing_when_it_resumes() {
     );
     let now_leader = cluster.await_one_leader(Duration::from_secs(5));
     assert_eq!(now_leader, successor, "the old leader follows");
+    // A follower takes no journaled command and says who leads.
+    let deadline = Instant::now() + TIMEOUT;
+    let refused = loop {
+        let answer = cluster.members[leader].ask(&Request::Halt("AAPL".into()), TIMEOUT);
+        match answer {
+            Ok(line) if line.contains("member") || Instant::now() >= deadline => break line,
+            _ => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    assert_eq!(
+        refused,
+        format!("error not the leader: member {} leads", successor + 1)
+    );
     stop.store(true, Ordering::Relaxed);
     let mut brokers: Vec<Broker> = vec![alice];
     brokers.extend(threads.into_iter().map(|t| t.join().unwrap()));
