@@ -261,11 +261,17 @@ impl<F: FeedOut> Daemon<F> {
             member.transport.send(message, epoch);
         }
         let mut rebuild = false;
+        let last_role = member.polled.events.iter().rev().find_map(|e| match e {
+            Event::RoleChanged(role) => Some(*role),
+            _ => None,
+        });
+        if let Some(role) = last_role {
+            // Only where a poll's changes ended (an election passes through several).
+            tracing::info!(member = member.id, ?role, "cluster: role changed");
+        }
         for event in &member.polled.events {
             match event {
-                Event::RoleChanged(role) => {
-                    tracing::info!(member = member.id, ?role, "cluster: role changed")
-                }
+                Event::RoleChanged(_) => {}
                 Event::Truncated { from_seq, records } => tracing::warn!(
                     from_seq,
                     records,
