@@ -88,8 +88,12 @@ pub enum DurabilityMode {
     Async,
     /// Group commit: a reply leaves only after its input is msync'ed. Survives a machine crash.
     Flush,
-    /// A reply leaves only after a standby has the input in its journal.
+    /// A reply leaves only after a standby has the input in its journal (the legacy pair of
+    /// `bourse standby` with `[replication] primary`).
     Replicated,
+    /// A reply leaves once a quorum of the cluster's members has its input in its journal
+    /// mapping; every member msyncs in the background. Needs a `[cluster]` of several members.
+    Quorum,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -349,6 +353,7 @@ impl Config {
         if let Some(cluster) = &self.cluster {
             cluster.check(self.journal.max_payload_bytes)?;
         }
+        self.check_cluster_shape()?;
         for (i, a) in self.accounts.iter().enumerate() {
             if a.password.len() > 10 || !a.password.is_ascii() {
                 return Err(format!(
@@ -367,6 +372,43 @@ impl Config {
         // tool or `bourse admin` that reads the config allocates no books.
         self.venue().check().map_err(|e| e.to_string())?;
         crate::limits::check(self)
+    }
+
+    /// A cluster of several members releases on commit (`quorum`), runs the compact layout
+    /// and is not a legacy standby; `quorum` needs such a cluster.
+    fn check_cluster_shape(&self) -> Result<(), String> {
+        let clustered = self.is_clustered();
+        match (clustered, self.journal.durability) {
+            (true, DurabilityMode::Quorum) => {}
+            (false, DurabilityMode::Async | DurabilityMode::Flush | DurabilityMode::Replicated) => {
+            }
+            (true, _) => {
+                return Err("journal.durability must be \"quorum\" in a cluster of several members (replies leave once a quorum has the input)".into());
+            }
+            (false, DurabilityMode::Quorum) => {
+                return Err(
+                    "journal.durability = \"quorum\" needs a [cluster] of several members".into(),
+                );
+            }
+        }
+        if clustered && self.engine.layout == Layout::Sharded {
+            return Err(
+                "engine.layout = \"sharded\" is not supported in a cluster yet: use \"compact\""
+                    .into(),
+            );
+        }
+        if clustered && self.replication.primary.is_some() {
+            return Err(
+                "replication.primary (a legacy standby) and a [cluster] of several members exclude each other"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// A `[cluster]` of several members: raft replicates the journal (a single member runs alone).
+    pub fn is_clustered(&self) -> bool {
+        self.cluster.as_ref().is_some_and(|c| !c.is_single())
     }
 
     /// The bounds that keep hostile clients from taking a port (issue 12): each at least 1.
@@ -566,5 +608,28 @@ mod tests {
         let zero = text.replace("tokens_per_account = 4000000000", "tokens_per_account = 0");
         let error = Config::parse(&zero, "t").unwrap_err().to_string();
         assert!(error.contains("limit"), "{error}");
+    }
+
+    #[test]
+    fn a_cluster_of_several_members_releases_on_quorum_and_runs_compact() {
+        let cluster = "[cluster]\nid = 1\nmembers = [\"127.0.0.1:1\", \"127.0.0.1:2\", \"127.0.0.1:3\"]\nsecret = \"0123456789abcdef\"\n";
+        let with = |journal: &str, more: &str| {
+            let text = DEFAULT_TOML.replacen("durability = \"flush\"", journal, 1);
+            Config::parse(&format!("{text}\n{more}\n{cluster}"), "t").map_err(|e| e.to_string())
+        };
+        let quorum = "durability = \"quorum\"";
+        let config = with(quorum, "").expect("a quorum cluster");
+        assert!(config.is_clustered());
+        assert_eq!(config.journal.durability, DurabilityMode::Quorum);
+        let flush = with("durability = \"flush\"", "").unwrap_err();
+        assert!(flush.contains("must be \"quorum\""), "{flush}");
+        let sharded = with(quorum, "[engine]\nlayout = \"sharded\"").unwrap_err();
+        assert!(sharded.contains("compact"), "{sharded}");
+        let alone = DEFAULT_TOML.replacen("durability = \"flush\"", quorum, 1);
+        let alone = Config::parse(&alone, "t").unwrap_err().to_string();
+        assert!(alone.contains("needs a [cluster]"), "{alone}");
+        let single = "[cluster]\nid = 1\nmembers = [\"127.0.0.1:1\"]\n";
+        let config = Config::parse(&format!("{DEFAULT_TOML}\n{single}"), "t").unwrap();
+        assert!(!config.is_clustered(), "one member runs alone");
     }
 }

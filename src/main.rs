@@ -33,7 +33,8 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Command {
     /// Run a primary: recover the journal, then take orders (SoupBinTCP/OUCH 4.2) and publish
-    /// ITCH 5.0 over MoldUDP64. Without --config the embedded default config is used.
+    /// ITCH 5.0 over MoldUDP64. Without --config the embedded default config is used. With a
+    /// [cluster] of several members: run this member, which serves only while it leads.
     Run {
         /// TOML configuration file (see README "Configuration").
         #[arg(long)]
@@ -46,6 +47,7 @@ enum Command {
     },
     /// Follow the primary named by [replication] primary: journal and apply every record as
     /// it arrives, and take over (order entry, feed, re-request, snapshot) when it is gone.
+    /// With a [cluster] of several members: the same as `run` (a member follows until elected).
     Standby {
         /// TOML configuration file; its [journal] dir is the standby's own.
         #[arg(long)]
@@ -151,6 +153,9 @@ fn run(
     init_logging(log_format);
     let mut config = load_config(config)?;
     config.journal.truncate_corrupt_tail = truncate_corrupt_tail;
+    if config.is_clustered() {
+        return run_member(config);
+    }
     let stop = stop_on_signals()?;
     let publisher = PublisherConfig::from_feed(&config.feed)?;
     let make_feed = |next_seq| {
@@ -158,6 +163,19 @@ fn run(
             .map_err(|e| format!("cannot open the multicast feed {}: {e}", publisher.group))
     };
     let mut daemon = Daemon::start(config.clone(), make_feed, stop)?;
+    println!("{}", daemon.listening());
+    daemon.run()
+}
+
+/// A cluster member: follows, and serves while it leads (the feed opens and closes with it).
+fn run_member(config: Config) -> Result<(), String> {
+    let stop = stop_on_signals()?;
+    let publisher = PublisherConfig::from_feed(&config.feed)?;
+    let make_feed = move |next_seq| {
+        FeedPublisher::new(&publisher, next_seq, 0)
+            .map_err(|e| format!("cannot open the multicast feed {}: {e}", publisher.group))
+    };
+    let mut daemon = Daemon::start_member(config, make_feed, stop)?;
     println!("{}", daemon.listening());
     daemon.run()
 }
@@ -170,6 +188,10 @@ fn standby(
     init_logging(log_format);
     let mut config = load_config(Some(config))?;
     config.journal.truncate_corrupt_tail = truncate_corrupt_tail;
+    if config.is_clustered() {
+        // Every member follows until it is elected: `standby` is `run`.
+        return run_member(config);
+    }
     let stop = stop_on_signals()?;
     let publisher = PublisherConfig::from_feed(&config.feed)?;
     let make_feed = |next_seq| {

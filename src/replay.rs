@@ -7,7 +7,7 @@
 
 use crate::exchange::{Exchange, Input, Sink, StateDigest};
 use crate::journal::{JournalError, JournalReader};
-use crate::sequencer::record::{self, DayHeader, KIND_START_OF_DAY};
+use crate::sequencer::record::{self, DayHeader, KIND_NOOP, KIND_START_OF_DAY};
 use crate::types::{AccountId, Timestamp};
 use crate::wire::{itch, ouch};
 use sha2::{Digest, Sha256};
@@ -16,6 +16,8 @@ use std::path::Path;
 
 /// Largest encoded OUCH or ITCH message, with room for the length prefix.
 const MESSAGE_BYTES_MAX: usize = 96;
+/// Leader changes a journal may hold before its start of day.
+const START_LEADER_CHANGES_MAX: u32 = 1 << 20;
 
 /// Hex SHA-256 of a byte stream.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -179,20 +181,40 @@ impl From<JournalError> for ReplayError {
 }
 
 /// Read the first record: the day header that defines the venue, and its timestamp.
+/// Leader-change records (`KIND_NOOP`, a cluster's) before it are skipped.
 pub fn read_header(reader: &mut JournalReader) -> Result<(DayHeader, Timestamp), ReplayError> {
-    let first = reader.next()?.ok_or(ReplayError::Empty)?;
-    if first.kind != KIND_START_OF_DAY || first.seq != 1 {
-        let error = format!("the first record is kind {}, not start of day", first.kind);
-        return Err(ReplayError::Record {
+    read_start(reader).map(|(header, _, timestamp)| (header, timestamp))
+}
+
+/// The start-of-day record: the day header, its sequence number (1, or later in a cluster's
+/// journal, which starts with leader changes) and its timestamp.
+pub fn read_start(reader: &mut JournalReader) -> Result<(DayHeader, u64, Timestamp), ReplayError> {
+    // Bounded: every leader change before the start of day is a term that ended before any
+    // leader journaled it; a journal holds far fewer than this.
+    for _ in 0..START_LEADER_CHANGES_MAX {
+        let first = reader.next()?.ok_or(ReplayError::Empty)?;
+        if first.kind == KIND_NOOP {
+            continue;
+        }
+        if first.kind != KIND_START_OF_DAY {
+            let error = format!("the first record is kind {}, not start of day", first.kind);
+            return Err(ReplayError::Record {
+                seq: first.seq,
+                error,
+            });
+        }
+        let header = DayHeader::decode(first.payload).map_err(|e| ReplayError::Record {
             seq: first.seq,
-            error,
-        });
+            error: e.0,
+        })?;
+        return Ok((header, first.seq, first.timestamp));
     }
-    let header = DayHeader::decode(first.payload).map_err(|e| ReplayError::Record {
-        seq: first.seq,
-        error: e.0,
-    })?;
-    Ok((header, first.timestamp))
+    Err(ReplayError::Record {
+        seq: 1,
+        error: format!(
+            "more than {START_LEADER_CHANGES_MAX} leader changes before the start of day"
+        ),
+    })
 }
 
 /// Apply one journal record to the exchange.
@@ -231,23 +253,29 @@ pub fn replay(
     // Read-only check first: refuses corruption and gaps, finds the end of the valid prefix.
     let verified = crate::journal::verify(dir)?;
     let mut reader = JournalReader::open(dir, 1)?;
-    let (header, timestamp) = read_header(&mut reader)?;
+    let (header, start_seq, timestamp) = read_start(&mut reader)?;
     let mut exchange = Exchange::new(header.venue.clone()).map_err(|e| ReplayError::Record {
-        seq: 1,
+        seq: start_seq,
         error: e.to_string(),
     })?;
     let mut sink = DigestSink::new(header.venue.accounts.len(), itch_out);
     apply_record(
         &mut exchange,
-        1,
+        start_seq,
         timestamp,
         KIND_START_OF_DAY,
         &[],
         &mut sink,
     )?;
     let mut inputs = 1u64;
-    while inputs < verified.last_seq {
+    let mut seq = start_seq;
+    while seq < verified.last_seq {
         let Some(r) = reader.next()? else { break };
+        seq = r.seq;
+        // A cluster's leader change is not an input: no effect, no output.
+        if r.kind == KIND_NOOP {
+            continue;
+        }
         apply_record(
             &mut exchange,
             r.seq,
@@ -286,4 +314,95 @@ pub fn replay(
         journal_dir,
         day_note,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exchange::{Limits, Venue};
+    use crate::journal::{Durability, JournalConfig, JournalWriter, NANOS_PER_DAY};
+    use crate::sequencer::record::{KIND_ADMIN, KIND_OUCH, KIND_TICK, encode_admin, encode_ouch};
+    use crate::types::{Alpha, Firm, Price, Shares};
+    use crate::wire::ouch::{EnterOrder, Inbound};
+
+    /// Journal the same inputs, with leader changes (a cluster's) around them or not.
+    fn journal(dir: &Path, leader_changes: bool) {
+        let config = JournalConfig {
+            segment_bytes: 1 << 20,
+            max_payload_bytes: 64 << 10,
+            durability: Durability::Async,
+            ..JournalConfig::new(dir)
+        };
+        let (mut writer, _) =
+            JournalWriter::open_or_create(config, 20_000 * NANOS_PER_DAY).unwrap();
+        let header = DayHeader {
+            format: DayHeader::FORMAT,
+            gateway_session: "S1".into(),
+            feed_session: "F1".into(),
+            venue: Venue::demo(&["AAPL"], &[("U1", "F1"), ("U2", "F2")], Limits::default()),
+        };
+        let mut last = Timestamp(0);
+        let noop = |writer: &mut JournalWriter, term: u64, last: Timestamp| {
+            if leader_changes {
+                writer.append(last, KIND_NOOP, &term.to_be_bytes()).unwrap();
+            }
+        };
+        noop(&mut writer, 1, last);
+        last = Timestamp(1_000);
+        writer
+            .append(last, KIND_START_OF_DAY, &header.encode())
+            .unwrap();
+        for n in 0..40u32 {
+            if n % 13 == 0 {
+                noop(&mut writer, u64::from(n) + 2, last);
+            }
+            let order = Inbound::Enter(EnterOrder {
+                token: Alpha::from_str_padded(&format!("T{n}")).unwrap(),
+                side: if n % 2 == 0 { b'B' } else { b'S' },
+                shares: Shares(100 + n),
+                stock: Alpha::from_str_padded("AAPL").unwrap(),
+                price: Price(1_000_000 + (n % 3) * 100),
+                tif: 99_999,
+                firm: Firm::SPACES,
+                display: b'Y',
+                capacity: b'A',
+                intermarket_sweep: b'N',
+                min_qty: Shares(0),
+                cross_type: b'N',
+                customer_type: b' ',
+            });
+            let mut raw = [0u8; 64];
+            let len = order.encode(&mut raw);
+            let mut payload = [0u8; crate::limits::OUCH_RECORD_BYTES_MAX];
+            let n_bytes = encode_ouch(AccountId((n % 2) as u16), &raw[..len], &mut payload);
+            last = Timestamp(last.0 + 1_000);
+            writer.append(last, KIND_OUCH, &payload[..n_bytes]).unwrap();
+        }
+        last = Timestamp(last.0 + 1_000);
+        writer.append(last, KIND_TICK, &[]).unwrap();
+        let mut admin = [0u8; 3];
+        let n = encode_admin(crate::exchange::Admin::EndOfDay, &mut admin);
+        writer.append(last, KIND_ADMIN, &admin[..n]).unwrap();
+        noop(&mut writer, 99, last);
+        writer.flush().unwrap();
+    }
+
+    #[test]
+    fn leader_changes_are_skipped_outputs_are_identical() {
+        let temp = tempfile::tempdir().unwrap();
+        let (plain, clustered) = (temp.path().join("plain"), temp.path().join("cluster"));
+        journal(&plain, false);
+        journal(&clustered, true);
+        let a = replay(&plain, None, |_| {}).unwrap();
+        let b = replay(&clustered, None, |_| {}).unwrap();
+        assert_eq!(a.inputs, b.inputs, "a leader change is not an input");
+        assert_eq!(a.inputs, 43);
+        assert!(
+            b.last_seq > a.last_seq,
+            "leader changes take sequence numbers"
+        );
+        assert!(a.itch_messages > 40);
+        // Everything but the sequence numbers is the same.
+        assert_eq!(a.digest_lines()[1..], b.digest_lines()[1..]);
+    }
 }

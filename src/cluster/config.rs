@@ -17,6 +17,10 @@ pub struct ClusterConfig {
     pub id: u64,
     /// Every member's cluster address (this one's included), the same list on every member.
     pub members: Vec<SocketAddr>,
+    /// The address this member binds; default: its own entry in `members` (set it when the
+    /// others reach this member through another address: NAT, a proxy).
+    #[serde(default)]
+    pub listen: Option<SocketAddr>,
     /// The shared secret authenticating members (at least 16 bytes), or:
     #[serde(default)]
     pub secret: Option<String>,
@@ -234,9 +238,9 @@ impl ClusterConfig {
         }
     }
 
-    /// This member's own cluster address.
+    /// The address this member binds: `listen`, or its own entry in `members`.
     pub fn listen(&self) -> SocketAddr {
-        self.members[self.id as usize - 1]
+        self.listen.unwrap_or(self.members[self.id as usize - 1])
     }
 }
 
@@ -259,19 +263,25 @@ mod tests {
         Config::parse(&format!("{cluster}\n{VENUE}"), "t").map_err(|e| e.to_string())
     }
 
+    /// A cluster of several members releases on quorum.
+    const QUORUM: &str = "[journal]\ndurability = \"quorum\"\n";
+
     #[test]
     fn a_three_member_cluster_with_defaults() {
-        let config = parse(
+        let config = parse(&format!(
+            "{QUORUM}{}",
             r#"
             [cluster]
             id = 2
             members = ["127.0.0.1:15101", "127.0.0.1:15102", "127.0.0.1:15103"]
             secret = "sixteen bytes at least"
+            listen = "0.0.0.0:15102"
             "#,
-        )
+        ))
         .expect("valid");
         let cluster = config.cluster.expect("section");
-        assert_eq!(cluster.listen().to_string(), "127.0.0.1:15102");
+        assert_eq!(cluster.listen().to_string(), "0.0.0.0:15102");
+        assert_eq!(cluster.members[1].to_string(), "127.0.0.1:15102");
         assert_eq!(
             cluster.state_dir(Path::new("data/journal")),
             PathBuf::from("data/journal.raft")
@@ -322,7 +332,7 @@ mod tests {
         let path = temp.path().join("secret");
         std::fs::write(&path, "  a secret in a file, long enough\n").expect("write");
         let config = parse(&format!(
-            "[cluster]\nid = 1\nmembers = [\"127.0.0.1:1\", \"127.0.0.1:2\"]\nsecret_file = {:?}",
+            "{QUORUM}[cluster]\nid = 1\nmembers = [\"127.0.0.1:1\", \"127.0.0.1:2\"]\nsecret_file = {:?}",
             path.display().to_string()
         ))
         .expect("valid");

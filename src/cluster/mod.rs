@@ -13,6 +13,7 @@
 
 pub mod config;
 pub mod node;
+pub mod sequencing;
 pub mod state;
 pub mod storage;
 pub mod transport;

@@ -23,7 +23,9 @@
 //! attacker on the path (that needs TLS).
 //!
 //! **Frames** after the handshake: length u32 (of what follows), the sender's journal day
-//! epoch u64, then a raft-rs `Message` in its protobuf encoding. A length over
+//! epoch u64, the ITCH messages the sender has multicast u64 (how a new leader knows where the
+//! feed may continue, [`Transport::announce_itch_sent`]), then a raft-rs `Message` in its
+//! protobuf encoding. A length over
 //! `frame_bytes_max`, a message that does not decode, carries a snapshot or a protobuf group
 //! (members never send either; the walk refuses them before the decoder runs), or claims
 //! another sender closes the connection with one log line. Entry payloads are not copied on receipt: the frame buffer is
@@ -32,7 +34,7 @@
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -45,14 +47,14 @@ use sha2::Sha256;
 
 type HmacSha256 = Hmac<Sha256>;
 
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 const CLIENT_MAGIC: &[u8; 4] = b"BRSC";
 const SERVER_MAGIC: &[u8; 4] = b"BRSS";
 const NONCE_BYTES: usize = 32;
 const MAC_BYTES: usize = 32;
 const HELLO_BYTES: usize = 4 + 2 + 8 + 8 + NONCE_BYTES;
 const CHALLENGE_BYTES: usize = 4 + NONCE_BYTES + MAC_BYTES;
-const FRAME_HEADER_BYTES: usize = 4 + 8;
+const FRAME_HEADER_BYTES: usize = 4 + 8 + 8;
 /// Shortest secret accepted (bytes).
 pub const SECRET_BYTES_MIN: usize = 16;
 /// Connections being accepted but not authenticated yet, beyond one per member.
@@ -61,7 +63,10 @@ const PENDING_CONNECTIONS_MAX: usize = 8;
 const STOP_POLL: Duration = Duration::from_millis(50);
 const RECONNECT_PAUSE_MAX: Duration = Duration::from_secs(1);
 
-/// A waker the transport calls when a message arrived (the daemon's poll waker).
+/// A waker the transport calls when a message arrived (the daemon's poll waker). It is called
+/// once per drain, not per message: after the first message that arrives once
+/// [`Transport::try_recv`] found the queue empty (a busy loop is not woken thousands of times a
+/// second for messages it drains anyway).
 pub type Wake = Arc<dyn Fn() + Send + Sync>;
 
 #[derive(Clone)]
@@ -119,6 +124,9 @@ impl TransportConfig {
 pub struct Inbound {
     pub from: u64,
     pub day_epoch_unix_ns: u64,
+    /// ITCH messages the sender had multicast when it sent this (its feed's last sequence
+    /// number handed to the socket; 0 if it never led).
+    pub itch_sent: u64,
     pub message: Message,
 }
 
@@ -136,6 +144,10 @@ pub struct Transport {
     inbound: Receiver<Inbound>,
     stats: Arc<TransportStats>,
     stop: Arc<AtomicBool>,
+    /// What every outgoing frame announces as this member's multicast ITCH messages.
+    itch_sent: Arc<AtomicU64>,
+    /// A wake is owed or done since the loop last found the queue empty.
+    wake_pending: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -152,6 +164,8 @@ impl Transport {
         let config = Arc::new(config);
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(TransportStats::default());
+        let itch_sent = Arc::new(AtomicU64::new(0));
+        let wake_pending = Arc::new(AtomicBool::new(false));
         let (inbound_tx, inbound_rx) = channel::bounded(config.inbound_messages_max);
         let mut threads = Vec::new();
         let accept = Acceptor {
@@ -161,6 +175,7 @@ impl Transport {
             stats: stats.clone(),
             inbound: inbound_tx,
             wake,
+            wake_pending: wake_pending.clone(),
         };
         threads.push(
             std::thread::Builder::new()
@@ -178,6 +193,7 @@ impl Transport {
                 peer,
                 config: config.clone(),
                 stop: stop.clone(),
+                itch_sent: itch_sent.clone(),
                 queue: rx,
             };
             threads.push(
@@ -193,8 +209,16 @@ impl Transport {
             inbound: inbound_rx,
             stats,
             stop,
+            itch_sent,
+            wake_pending,
             threads,
         })
+    }
+
+    /// This member has multicast ITCH messages through `sent`: every frame from now on says so
+    /// (never less than before).
+    pub fn announce_itch_sent(&self, sent: u64) {
+        self.itch_sent.fetch_max(sent, Ordering::Relaxed);
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -220,8 +244,14 @@ impl Transport {
         }
     }
 
-    /// The next message received, if any.
+    /// The next message received, if any. Finding none re-arms the waker: the next message
+    /// to arrive wakes the loop (drain until `None`, or poll again without sleeping).
     pub fn try_recv(&self) -> Option<Inbound> {
+        if let Ok(inbound) = self.inbound.try_recv() {
+            return Some(inbound);
+        }
+        self.wake_pending.store(false, Ordering::SeqCst);
+        // One that arrived while re-arming may have seen the flag still set: take it now.
         self.inbound.try_recv().ok()
     }
 
@@ -393,6 +423,7 @@ struct Acceptor {
     stats: Arc<TransportStats>,
     inbound: Sender<Inbound>,
     wake: Option<Wake>,
+    wake_pending: Arc<AtomicBool>,
 }
 
 impl Acceptor {
@@ -428,6 +459,7 @@ impl Acceptor {
                 stats: self.stats.clone(),
                 inbound: self.inbound.clone(),
                 wake: self.wake.clone(),
+                wake_pending: self.wake_pending.clone(),
             };
             let open = open.clone();
             let spawned = std::thread::Builder::new()
@@ -453,6 +485,7 @@ struct Reader {
     stats: Arc<TransportStats>,
     inbound: Sender<Inbound>,
     wake: Option<Wake>,
+    wake_pending: Arc<AtomicBool>,
 }
 
 impl Reader {
@@ -506,7 +539,9 @@ impl Reader {
             let inbound = decode_frame(&frame, from)?;
             match self.inbound.try_send(inbound) {
                 Ok(()) => {
-                    if let Some(wake) = &self.wake {
+                    if let Some(wake) = &self.wake
+                        && !self.wake_pending.swap(true, Ordering::SeqCst)
+                    {
                         wake();
                     }
                 }
@@ -524,7 +559,7 @@ impl Reader {
             return Ok(None);
         }
         let len = u32::from_be_bytes(buffer[0..4].try_into().expect("4"));
-        if len > self.config.frame_bytes_max || (len as usize) < 8 {
+        if len > self.config.frame_bytes_max || (len as usize) < FRAME_HEADER_BYTES - 4 {
             return Err(invalid("frame length out of range"));
         }
         let len = len as usize;
@@ -581,11 +616,12 @@ fn read_more(stream: &mut TcpStream, buffer: &mut BytesMut) -> io::Result<ReadMo
 
 /// Decode one frame (after its length word) from member `from`.
 pub fn decode_frame(frame: &Bytes, from: u64) -> io::Result<Inbound> {
-    if frame.len() < 8 {
+    if frame.len() < FRAME_HEADER_BYTES - 4 {
         return Err(invalid("frame shorter than its header"));
     }
     let day_epoch_unix_ns = u64::from_be_bytes(frame[0..8].try_into().expect("8"));
-    let body = frame.slice(8..);
+    let itch_sent = u64::from_be_bytes(frame[8..16].try_into().expect("8"));
+    let body = frame.slice(16..);
     check_wire(&body)?;
     let message = Message::parse_from_carllerche_bytes(&body)
         .map_err(|e| invalid(&format!("undecodable message: {e}")))?;
@@ -595,6 +631,7 @@ pub fn decode_frame(frame: &Bytes, from: u64) -> io::Result<Inbound> {
     Ok(Inbound {
         from,
         day_epoch_unix_ns,
+        itch_sent,
         message,
     })
 }
@@ -603,11 +640,13 @@ pub fn decode_frame(frame: &Bytes, from: u64) -> io::Result<Inbound> {
 pub fn encode_frame(
     message: &Message,
     day_epoch_unix_ns: u64,
+    itch_sent: u64,
     out: &mut Vec<u8>,
 ) -> io::Result<()> {
     out.clear();
     out.extend_from_slice(&[0u8; FRAME_HEADER_BYTES]);
     out[4..12].copy_from_slice(&day_epoch_unix_ns.to_be_bytes());
+    out[12..20].copy_from_slice(&itch_sent.to_be_bytes());
     message
         .write_to_vec(out)
         .map_err(|e| invalid(&format!("cannot encode: {e}")))?;
@@ -692,6 +731,7 @@ struct Writer {
     peer: u64,
     config: Arc<TransportConfig>,
     stop: Arc<AtomicBool>,
+    itch_sent: Arc<AtomicU64>,
     queue: Receiver<(Message, u64)>,
 }
 
@@ -766,7 +806,9 @@ impl Writer {
         epoch: u64,
         frame: &mut Vec<u8>,
     ) -> io::Result<()> {
-        encode_frame(message, epoch, frame)?;
+        // Read as the frame is written: the count only grows, and what it says was sent.
+        let itch_sent = self.itch_sent.load(Ordering::Relaxed);
+        encode_frame(message, epoch, itch_sent, frame)?;
         if frame.len() - 4 > self.config.frame_bytes_max as usize {
             tracing::error!(
                 peer = self.peer,

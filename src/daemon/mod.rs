@@ -6,6 +6,7 @@
 //! on their own threads.
 
 pub mod admin;
+mod member;
 pub mod metrics;
 pub mod node;
 pub mod output;
@@ -68,7 +69,8 @@ impl std::fmt::Display for Listening {
 pub struct Daemon<F: FeedOut> {
     poll: Poll,
     node: Node<SystemClock, F>,
-    gateway: Gateway,
+    /// None while a cluster member does not lead (`member`).
+    gateway: Option<Gateway>,
     admin: AdminServer,
     /// Answers GLIMPSE snapshot requests between inputs.
     desk: SnapshotDesk,
@@ -79,6 +81,11 @@ pub struct Daemon<F: FeedOut> {
     stop: Arc<AtomicBool>,
     day_end_handled: bool,
     metrics: Option<SocketAddr>,
+    /// The metrics endpoint's thread, held for its life (kept apart from `servers`, which a
+    /// cluster member replaces as it starts and stops leading); dropping it stops the thread.
+    _metrics_server: Option<ServerHandle>,
+    /// A cluster member's raft side (`[cluster]` with several members).
+    member: Option<member::Member<F>>,
 }
 
 impl<F: FeedOut> Daemon<F> {
@@ -168,22 +175,21 @@ impl<F: FeedOut> Daemon<F> {
                 config.replication.listen
             )
         })?;
-        let mut servers = vec![rerequest, glimpse, replication];
-        let metrics = match config.admin.metrics_listen {
+        let servers = vec![rerequest, glimpse, replication];
+        let metrics_server = match config.admin.metrics_listen {
             Some(listen) => {
                 let (probe, server) = metrics::spawn(metrics_sources(&config, &node, listen))
                     .map_err(|e| format!("cannot serve metrics on {listen}: {e}"))?;
                 node.probe = probe;
-                let addr = server.local_addr();
-                servers.push(server);
-                Some(addr)
+                Some(server)
             }
             None => None,
         };
+        let metrics = metrics_server.as_ref().map(ServerHandle::local_addr);
         Ok(Daemon {
             poll,
             node,
-            gateway,
+            gateway: Some(gateway),
             admin,
             desk,
             servers,
@@ -192,12 +198,22 @@ impl<F: FeedOut> Daemon<F> {
             stop,
             day_end_handled: false,
             metrics,
+            _metrics_server: metrics_server,
+            member: None,
         })
     }
 
     pub fn listening(&self) -> Listening {
+        if let Some(listening) = self.member_listening() {
+            return listening;
+        }
         Listening {
-            gateway: self.gateway.local_addr().expect("bound"),
+            gateway: self
+                .gateway
+                .as_ref()
+                .expect("bound")
+                .local_addr()
+                .expect("bound"),
             admin: self.admin.local_addr().expect("bound"),
             rerequest: self.servers[0].local_addr(),
             snapshot: self.servers[1].local_addr(),
@@ -222,11 +238,11 @@ impl<F: FeedOut> Daemon<F> {
     /// Run until stopped (signal, `bourse admin shutdown` or fatal error). Returns the fatal
     /// error, if any.
     pub fn run(&mut self) -> Result<(), String> {
-        let streams = self.node.ouch_streams().to_vec();
+        let mut streams = self.node.ouch_streams().to_vec();
         let mut events = Events::with_capacity(1024);
         let mut last_timer_ns = 0u64;
         while !self.stop.load(Ordering::Relaxed) {
-            let timeout = self.poll_timeout();
+            let timeout = self.member_timeout(self.poll_timeout());
             if let Err(e) = self.poll.poll(&mut events, Some(timeout))
                 && e.kind() != std::io::ErrorKind::Interrupted
             {
@@ -235,46 +251,65 @@ impl<F: FeedOut> Daemon<F> {
             let now = self.now_ns();
             self.node.probe.receive();
             let first_seq = self.node.last_seq();
+            // A cluster member counts the ticks that passed, then hears the other members.
+            self.member_before_input();
             // While the node takes no input (rings nearly full, or batches waiting for their
             // release) the gateway's reads are deferred: back-pressure on the clients.
             let accepting = self.node.ready_for_input();
             for event in events.iter() {
                 if !accepting
-                    && self.gateway.owns(event.token())
-                    && !self.gateway.is_listener(event.token())
+                    && let Some(gateway) = self.gateway.as_mut()
+                    && gateway.owns(event.token())
+                    && !gateway.is_listener(event.token())
                 {
-                    self.gateway.defer(event.token());
+                    gateway.defer(event.token());
                 } else {
                     self.dispatch(event.token(), now, &streams);
                 }
             }
             let registry = self.poll.registry();
             if self.node.ready_for_input() {
-                self.gateway
-                    .on_idle(registry, now, &streams, &mut self.node);
+                if let Some(gateway) = self.gateway.as_mut() {
+                    gateway.on_idle(registry, now, &streams, &mut self.node);
+                }
                 self.node.tick_if_due();
             }
-            self.gateway.report_lost(&mut self.node);
+            if let Some(gateway) = self.gateway.as_mut() {
+                gateway.report_lost(&mut self.node);
+            }
+            // A cluster member: raft's messages out, committed records in, role changes.
+            if self.member_after_input(now) {
+                streams = self.node.ouch_streams().to_vec();
+            }
             let all_released = self.node.end_batch();
             let last_seq = self.node.last_seq();
-            self.node.probe.batch(last_seq, last_seq - first_seq);
+            self.node
+                .probe
+                .batch(last_seq, last_seq.saturating_sub(first_seq));
             self.node.probe.released(self.node.released_seq());
             // Only released messages are visible in the streams, so a reply never leaves
-            // before its input is durable.
-            self.gateway.pump(&streams, self.poll.registry(), now);
+            // before its input is durable (a cluster's: committed, and sent by the leader
+            // only while its lease holds).
+            let may_send = self.member_may_send();
+            if may_send && let Some(gateway) = self.gateway.as_mut() {
+                gateway.pump(&streams, self.poll.registry(), now);
+            }
             self.node.probe.written();
             if now.saturating_sub(last_timer_ns) >= TIMER_INTERVAL_NS {
                 last_timer_ns = now;
                 let registry = self.poll.registry();
-                self.gateway.on_timer(registry, now);
+                if let Some(gateway) = self.gateway.as_mut() {
+                    gateway.on_timer(registry, now);
+                }
                 self.admin.on_timer(registry, now);
                 self.hand_over_metrics();
             }
             self.node.idle();
             self.after_day_end();
-            if all_released {
+            if all_released && may_send {
                 self.answer_snapshots();
             }
+            self.member_after_release();
             if let Some(fatal) = self.node.fatal.clone() {
                 self.shutdown();
                 return Err(fatal);
@@ -291,8 +326,8 @@ impl<F: FeedOut> Daemon<F> {
         }
         let status = self.node.pipeline_status();
         let values = metrics::GaugeValues {
-            sessions_logged_in: self.gateway.connected_sessions() as u64,
-            connections: self.gateway.open_connections() as u64,
+            sessions_logged_in: self.gateway.as_ref().map_or(0, |g| g.connected_sessions()) as u64,
+            connections: self.gateway.as_ref().map_or(0, |g| g.open_connections()) as u64,
             last_seq: self.node.last_seq(),
             released_seq: self.node.released_seq(),
             resting_orders: status.resting,
@@ -309,10 +344,15 @@ impl<F: FeedOut> Daemon<F> {
     }
 
     fn poll_timeout(&self) -> Duration {
-        if self.node.awaiting_release() {
+        // A cluster member waiting for its quorum is woken by the transport instead.
+        if self.node.awaiting_release() && self.member.is_none() {
             return AWAIT_RELEASE_POLL;
         }
-        if self.gateway.has_pending_reads() && self.node.ready_for_input() {
+        let pending = self
+            .gateway
+            .as_ref()
+            .is_some_and(Gateway::has_pending_reads);
+        if pending && self.node.ready_for_input() {
             return Duration::ZERO;
         }
         match self.config.engine.wait {
@@ -327,9 +367,10 @@ impl<F: FeedOut> Daemon<F> {
 
     fn dispatch(&mut self, token: Token, now: u64, streams: &[crate::stream::StreamReader]) {
         let registry = self.poll.registry();
-        if self.gateway.owns(token) {
-            self.gateway
-                .on_event(token, registry, now, streams, &mut self.node);
+        if let Some(gateway) = self.gateway.as_mut()
+            && gateway.owns(token)
+        {
+            gateway.on_event(token, registry, now, streams, &mut self.node);
         } else if self.admin.owns(token)
             && let Some((index, request)) = self.admin.on_event(token, registry, now)
         {
@@ -389,6 +430,9 @@ impl<F: FeedOut> Daemon<F> {
                 }
             }
         };
+        if let Some(why) = self.member_refusal() {
+            return format!("error {why}");
+        }
         match self.node.admin(admin) {
             Some(Outcome::Applied) => format!("ok {}", request.line()),
             Some(Outcome::AdminRefused(why)) => format!("error {why}"),
@@ -399,10 +443,11 @@ impl<F: FeedOut> Daemon<F> {
 
     fn status(&self) -> String {
         format!(
-            "ok {} itch={} sessions={}",
+            "ok {} itch={} sessions={}{}",
             self.node.status(),
             self.node.itch_stream().len(),
-            self.gateway.connected_sessions()
+            self.gateway.as_ref().map_or(0, Gateway::connected_sessions),
+            self.member_status()
         )
     }
 
@@ -422,8 +467,13 @@ impl<F: FeedOut> Daemon<F> {
         // last pump.
         self.node.drain_outputs(Duration::from_secs(1));
         let streams = self.node.ouch_streams().to_vec();
-        self.gateway.pump(&streams, self.poll.registry(), now);
-        self.gateway.shutdown(self.poll.registry(), now);
+        let may_send = self.member_may_send();
+        if let Some(gateway) = self.gateway.as_mut() {
+            if may_send {
+                gateway.pump(&streams, self.poll.registry(), now);
+            }
+            gateway.shutdown(self.poll.registry(), now);
+        }
         tracing::info!(last_seq = self.node.last_seq(), "bourse stopped");
     }
 }
@@ -442,6 +492,7 @@ fn metrics_sources<F: FeedOut>(
             crate::config::DurabilityMode::Async => "async",
             crate::config::DurabilityMode::Flush => "flush",
             crate::config::DurabilityMode::Replicated => "replicated",
+            crate::config::DurabilityMode::Quorum => "quorum",
         },
         symbols: node
             .header

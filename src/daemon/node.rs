@@ -13,21 +13,21 @@ use crate::engine::threaded::{Sharded, ShardedConfig};
 use crate::exchange::{Admin, Command, Exchange, Input, Marker, Outcome, Split};
 use crate::gateway::Intake;
 use crate::journal::{
-    Durability, DurabilityGate, JournalConfig, JournalReader, JournalWriter, RecoveryReport,
-    day_epoch_of,
+    Durability, JournalConfig, JournalReader, JournalWriter, RecoveryReport, day_epoch_of,
 };
 use crate::limits;
 use crate::marketdata::glimpse::{PendingSnapshot, SnapshotDesk};
-use crate::replay;
 use crate::sequencer::record::{
-    self, DayHeader, KIND_ADMIN, KIND_DISCONNECT, KIND_OUCH, KIND_START_OF_DAY, KIND_TICK,
+    self, DayHeader, KIND_ADMIN, KIND_DISCONNECT, KIND_NOOP, KIND_OUCH, KIND_START_OF_DAY,
+    KIND_TICK,
 };
-use crate::sequencer::{Clock, Sequencer};
+use crate::sequencer::{Clock, JournalLog, Sequencer, SequencingError};
 use crate::stream::{StreamReader, StreamWriter, stream};
 use crate::types::{AccountId, Timestamp};
 use crate::wake::Waker;
 use crate::wire::ouch::Inbound;
 use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -46,6 +46,8 @@ pub struct OutputShared {
     pub(crate) waker: OnceLock<Waker>,
     /// GLIMPSE requests travelling the pipeline, by id (at most the GLIMPSE connections).
     pub(crate) snapshots: Mutex<Vec<(u64, PendingSnapshot)>>,
+    /// ITCH messages handed to the multicast socket (the feed's last sequence number sent).
+    pub(crate) itch_sent: AtomicU64,
 }
 
 pub struct Node<C: Clock, F: FeedOut> {
@@ -55,7 +57,10 @@ pub struct Node<C: Clock, F: FeedOut> {
     pub header: DayHeader,
     ouch_readers: Vec<StreamReader>,
     itch_reader: StreamReader,
-    gate: DurabilityGate,
+    /// The standby-confirmed number of a venue alone (`replicated`); none in a cluster.
+    confirmed_seq: Option<Arc<AtomicU64>>,
+    /// A start-of-day record is applied (a cluster's leader journals one if not).
+    day_started: bool,
     last_tick: Timestamp,
     tick_ns: u64,
     /// A journal or stream failure: stop taking inputs and shut down.
@@ -67,7 +72,8 @@ pub struct Node<C: Clock, F: FeedOut> {
     /// Batch ends marked and not yet released, oldest first.
     unreleased: VecDeque<u64>,
     next_snapshot: u64,
-    journal_dir: std::path::PathBuf,
+    /// This trading day's journal directory (a cluster member's: `journal.dir` itself).
+    journal_dir: PathBuf,
     /// Latency and flush timings for the metrics endpoint (off: records nothing).
     pub(crate) probe: super::metrics::Probe,
 }
@@ -98,14 +104,11 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         }
         // A new day's feed starts at 1 with the opening messages; a recovered day's feed
         // continues after what it released before the restart.
-        let next_itch = if new_day {
-            1
-        } else {
-            opened.streams.next_itch_seq()
-        };
-        opened.streams.open_feed(make_feed(next_itch)?);
+        let streams = &mut opened.state.streams;
+        let next_itch = if new_day { 1 } else { streams.next_itch_seq() };
+        streams.open_feed(make_feed(next_itch)?);
         if new_day {
-            opened.streams.publish_from_start();
+            streams.publish_from_start();
         }
         opened.into_node(config)
     }
@@ -130,6 +133,148 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
             progress,
         )?
         .into_node(config)
+    }
+
+    /// A cluster member's node: the member's journal replayed through the committed records
+    /// (`commit_seq`; later ones may still be cut and arrive through [`Self::apply_committed`]
+    /// once committed). No day is started and no feed opened: the leader journals the start of
+    /// day ([`Self::propose_start_of_day`]) and opens the feed while it serves
+    /// ([`Self::open_feed_after`]).
+    pub fn open_member(
+        config: &Config,
+        clock: C,
+        member: crate::cluster::node::ClusterNode,
+        commit_seq: u64,
+        progress: impl FnMut(u64, u64),
+    ) -> Result<Self, String> {
+        assert!(config.is_clustered());
+        let log = Box::new(member);
+        // A cluster's journal is `journal.dir` itself (the single-journal layout: a cluster does
+        // not roll over to a new trading day by itself).
+        let dir = config.journal.dir.clone();
+        Opened::build(
+            config,
+            dir,
+            clock,
+            log,
+            commit_seq,
+            Layout::Compact,
+            progress,
+        )?
+        .into_node(config)
+    }
+
+    /// A member stopped leading with inputs applied past the commit index: rebuild the state
+    /// and the streams from the committed records (the log's `last_seq`), dropping every
+    /// output not released. The feed is closed; readers of the old streams are stale.
+    pub fn rebuild(&mut self, config: &Config) -> Result<(), String> {
+        let through = self.sequencer.log().last_seq();
+        let state = Replayed::replay(
+            config,
+            &self.journal_dir,
+            through,
+            Layout::Compact,
+            |_, _| {},
+        )?;
+        let (pipeline, parts) = state.into_pipeline(config)?;
+        assert!(parts.header == self.header);
+        self.pipeline = pipeline;
+        self.shared = parts.shared;
+        self.ouch_readers = parts.ouch_readers;
+        self.itch_reader = parts.itch_reader;
+        self.day_started = parts.day_started;
+        self.batch_end_seq = through;
+        self.released_seq = through;
+        self.unreleased.clear();
+        Ok(())
+    }
+
+    /// The cluster member behind the sequencer, if this node is one.
+    pub fn cluster(&self) -> Option<&crate::cluster::node::ClusterNode> {
+        self.sequencer.log().cluster()
+    }
+
+    pub fn cluster_mut(&mut self) -> Option<&mut crate::cluster::node::ClusterNode> {
+        self.sequencer.log_mut().cluster_mut()
+    }
+
+    /// A cluster member applies a committed record its leader journaled (the member's node
+    /// journaled it already). Leader changes have no effect.
+    pub fn apply_committed(
+        &mut self,
+        seq: u64,
+        timestamp: Timestamp,
+        kind: u8,
+        payload: &[u8],
+    ) -> Result<(), String> {
+        self.sequencer.note_applied(timestamp);
+        if kind == KIND_NOOP {
+            return Ok(());
+        }
+        if !self.day_started {
+            check_start_of_day(
+                std::path::Path::new("the leader's"),
+                seq,
+                kind,
+                payload,
+                &self.header,
+            )?;
+            self.day_started = true;
+        }
+        let command = record::decode(kind, payload)
+            .map_err(|e| format!("committed record {seq}: {}", e.0))?;
+        // A stream that overflows shows at the batch end (`take_fatal` locks: once per batch).
+        self.pipeline.apply(&Input {
+            seq,
+            timestamp,
+            command,
+        });
+        Ok(())
+    }
+
+    /// A start-of-day record is applied.
+    pub fn day_started(&self) -> bool {
+        self.day_started
+    }
+
+    /// A cluster's leader whose journal has no start of day yet journals one.
+    pub fn propose_start_of_day(&mut self) {
+        assert!(!self.day_started);
+        let payload = self.header.encode();
+        if self
+            .sequence(KIND_START_OF_DAY, &payload, Command::StartOfDay)
+            .is_some()
+        {
+            self.day_started = true;
+        }
+    }
+
+    /// Open the feed so that it multicasts every released ITCH message after `sent` (the
+    /// messages known to have been multicast, by this member or another): a cluster's leader
+    /// taking office.
+    pub fn open_feed_after(
+        &mut self,
+        sent: u64,
+        make_feed: impl FnOnce(u64) -> Result<F, String>,
+    ) -> Result<(), String> {
+        let Some(streams) = self.pipeline.output() else {
+            return Err("a cluster member runs the compact layout".into());
+        };
+        streams.open_feed_after(sent, make_feed(sent + 1)?);
+        Ok(())
+    }
+
+    /// Stop multicasting (a cluster member that no longer leads).
+    pub fn close_feed(&mut self) {
+        if let Some(streams) = self.pipeline.output() {
+            streams.close_feed();
+        }
+    }
+
+    /// ITCH messages this node has multicast (the highest sequence number handed to the
+    /// socket).
+    pub fn itch_sent(&self) -> u64 {
+        self.shared.itch_sent.load(Ordering::Acquire)
     }
 
     /// Open the market-data feed at the next ITCH sequence number (a standby taking over).
@@ -181,7 +326,7 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
     /// Make everything applied so far durable and release it (a standby acks what this
     /// returns).
     pub fn flush_journal(&mut self) -> Result<u64, String> {
-        self.sequencer.flush().map_err(|e| e.to_string())?;
+        self.sequencer.flush()?;
         let last = self.last_seq();
         self.mark_batch_end(last);
         self.release_through(last);
@@ -190,16 +335,17 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
 
     /// The journal's confirmed-by-standby number (raised by the replication server).
     pub fn confirmed_seq_handle(&self) -> Arc<AtomicU64> {
-        self.sequencer.journal().confirmed_seq_handle()
-    }
-
-    /// This trading day's journal directory (under `journal.dir`, see [`crate::days`]).
-    pub fn journal_dir(&self) -> &std::path::Path {
-        &self.journal_dir
+        let handle = self.confirmed_seq.as_ref();
+        Arc::clone(handle.expect("a venue alone has a standby-confirmed number"))
     }
 
     pub fn ouch_streams(&self) -> &[StreamReader] {
         &self.ouch_readers
+    }
+
+    /// This trading day's journal directory (under `journal.dir`, see [`crate::days`]).
+    pub fn journal_dir(&self) -> &Path {
+        &self.journal_dir
     }
 
     pub fn itch_stream(&self) -> &StreamReader {
@@ -221,8 +367,12 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         }
         let (seq, timestamp) = match self.sequencer.append(kind, payload) {
             Ok(x) => x,
+            Err(SequencingError::Refused(why)) => {
+                tracing::debug!("input refused: {why}");
+                return None;
+            }
             Err(e) => {
-                self.fatal = Some(format!("journal append failed: {e}"));
+                self.fatal = Some(e.to_string());
                 return None;
             }
         };
@@ -264,6 +414,7 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         self.fatal.is_none()
             && self.unreleased.len() < limits::UNRELEASED_BATCHES_MAX
             && self.pipeline.room_for_input()
+            && self.sequencer.log().accepts_input()
     }
 
     /// End of a batch: make it durable (group commit), mark it, and release what the
@@ -295,8 +446,10 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
     /// Release every marked batch the durability mode allows now. Returns whether everything
     /// sequenced is released (the caller may then send replies and take snapshots).
     pub fn try_release(&mut self) -> bool {
-        let releasable = self.gate.releasable_seq().min(self.batch_end_seq);
-        self.release_through(releasable);
+        // None: a cluster member leading without a lease releases nothing.
+        if let Some(releasable) = self.sequencer.log().releasable() {
+            self.release_through(releasable.min(self.batch_end_seq));
+        }
         self.take_fatal();
         self.released_seq == self.last_seq()
     }
@@ -346,11 +499,6 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         self.sequencer.next_seq() - 1
     }
 
-    /// Sequence numbers, resting orders, numbers handed out (sharded: as far as merged).
-    pub fn pipeline_status(&self) -> crate::engine::PipelineStatus {
-        self.pipeline.status()
-    }
-
     /// `seq=… resting=… order_refs=… matches=…` for the admin status line (sharded: as far
     /// as the output stage has merged).
     pub fn status(&self) -> String {
@@ -364,6 +512,11 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
             s.merged_seq,
             self.shared.released_seq.load(Ordering::Acquire)
         )
+    }
+
+    /// Sequence numbers, resting orders, numbers handed out (sharded: as far as merged).
+    pub fn pipeline_status(&self) -> crate::engine::PipelineStatus {
+        self.pipeline.status()
     }
 
     /// Answer GLIMPSE requests between two inputs, once everything sequenced is released (a
@@ -404,25 +557,21 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
 
 /// A journal opened and replayed, before the feed and (sharded) the threads start.
 struct Opened<C: Clock, F: FeedOut> {
-    dir: std::path::PathBuf,
+    dir: PathBuf,
     sequencer: Sequencer<C>,
-    header: DayHeader,
-    core: Replaying,
-    streams: Streams<F>,
-    shared: Arc<OutputShared>,
-    ouch_readers: Vec<StreamReader>,
-    itch_reader: StreamReader,
+    state: Replayed<F>,
+    confirmed_seq: Option<Arc<AtomicU64>>,
     report: RecoveryReport,
 }
 
 impl<C: Clock, F: FeedOut> Opened<C, F> {
     fn open(
         config: &Config,
-        dir: std::path::PathBuf,
+        dir: PathBuf,
         clock: C,
         day_epoch: u64,
         layout: Layout,
-        mut progress: impl FnMut(u64, u64),
+        progress: impl FnMut(u64, u64),
     ) -> Result<Self, String> {
         if config.journal.truncate_corrupt_tail && dir.exists() {
             truncate_damaged_tail(&dir)?;
@@ -433,6 +582,132 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
         if let Some(tail) = &report.torn_tail {
             tracing::warn!(path = %tail.path.display(), offset = tail.offset_bytes, cut_bytes = tail.cut_bytes, "journal: cut a torn tail ({})", tail.reason);
         }
+        let confirmed_seq = Some(writer.confirmed_seq_handle());
+        let log = Box::new(JournalLog::new(writer));
+        let last_seq = report.last_seq;
+        let mut opened = Self::build(config, dir, clock, log, last_seq, layout, progress)?;
+        opened.confirmed_seq = confirmed_seq;
+        opened.report = report;
+        Ok(opened)
+    }
+
+    /// The state machine and streams around `log`, rebuilt from journal records
+    /// `1..=through` (all of them for a venue alone; a cluster member's committed ones).
+    fn build(
+        config: &Config,
+        dir: PathBuf,
+        clock: C,
+        log: Box<dyn crate::sequencer::Sequencing>,
+        through: u64,
+        layout: Layout,
+        progress: impl FnMut(u64, u64),
+    ) -> Result<Self, String> {
+        let state = Replayed::replay(config, &dir, through, layout, progress)?;
+        Ok(Opened {
+            dir,
+            sequencer: Sequencer::new(log, clock),
+            state,
+            confirmed_seq: None,
+            report: RecoveryReport {
+                last_seq: through,
+                records: through,
+                ..RecoveryReport::default()
+            },
+        })
+    }
+
+    /// Journal and apply the first input of a new day, durable and released.
+    fn start_day(&mut self) -> Result<(), String> {
+        let state = &mut self.state;
+        let payload = state.header.encode();
+        let (seq, timestamp) = self
+            .sequencer
+            .append(KIND_START_OF_DAY, &payload)
+            .map_err(|e| e.to_string())?;
+        assert_eq!(seq, 1, "a new journal starts at 1");
+        state.day_started = true;
+        let input = Input {
+            seq,
+            timestamp,
+            command: Command::StartOfDay,
+        };
+        state.core.apply(&input, &mut state.streams);
+        self.sequencer.flush()?;
+        state
+            .core
+            .marker(Marker::BatchEnd { seq }, &mut state.streams);
+        state
+            .core
+            .marker(Marker::Release { seq }, &mut state.streams);
+        Ok(())
+    }
+
+    /// Start the layout's machinery around the replayed state.
+    fn into_node(self, config: &Config) -> Result<Node<C, F>, String> {
+        let Opened {
+            dir,
+            sequencer,
+            state,
+            confirmed_seq,
+            report,
+        } = self;
+        let (pipeline, parts) = state.into_pipeline(config)?;
+        let last_seq = sequencer.next_seq() - 1;
+        Ok(Node {
+            pipeline,
+            sequencer,
+            shared: parts.shared,
+            header: parts.header,
+            ouch_readers: parts.ouch_readers,
+            itch_reader: parts.itch_reader,
+            confirmed_seq,
+            day_started: parts.day_started,
+            last_tick: Timestamp(0),
+            tick_ns: config.engine.tick_ms.max(1) * 1_000_000,
+            fatal: None,
+            recovery: report,
+            batch_end_seq: last_seq,
+            released_seq: last_seq,
+            unreleased: VecDeque::with_capacity(limits::UNRELEASED_BATCHES_MAX),
+            next_snapshot: 1,
+            journal_dir: dir,
+            probe: super::metrics::Probe::off(),
+        })
+    }
+}
+
+/// The state machine and the output streams rebuilt from the journal, before the layout's
+/// machinery starts.
+struct Replayed<F: FeedOut> {
+    header: DayHeader,
+    core: Replaying,
+    streams: Streams<F>,
+    shared: Arc<OutputShared>,
+    ouch_readers: Vec<StreamReader>,
+    itch_reader: StreamReader,
+    /// A start-of-day record was applied.
+    day_started: bool,
+}
+
+/// What a node keeps of a [`Replayed`] beside its pipeline.
+struct Parts {
+    header: DayHeader,
+    shared: Arc<OutputShared>,
+    ouch_readers: Vec<StreamReader>,
+    itch_reader: StreamReader,
+    day_started: bool,
+}
+
+impl<F: FeedOut> Replayed<F> {
+    /// Fresh streams and state machine, with journal records `1..=through` applied and
+    /// released.
+    fn replay(
+        config: &Config,
+        dir: &Path,
+        through: u64,
+        layout: Layout,
+        mut progress: impl FnMut(u64, u64),
+    ) -> Result<Self, String> {
         let accounts = config.accounts.len();
         let (ouch_writers, ouch_readers) = streams(
             accounts,
@@ -449,7 +724,6 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             feed_session: config.feed.session.clone(),
             venue: config.venue(),
         };
-        let sequencer = Sequencer::new(writer, clock);
         let venue = &header.venue;
         let mut core = match layout {
             Layout::Compact => Replaying::Compact(Box::new(
@@ -459,78 +733,44 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
                 Split::new(venue, config.engine.shards as usize).map_err(|e| e.to_string())?,
             )),
         };
-        if report.last_seq > 0 {
-            replay_journal(
-                &dir,
-                report.last_seq,
+        let mut day_started = false;
+        if through > 0 {
+            day_started = replay_journal(
+                dir,
+                through,
                 &header,
                 &mut core,
                 &mut streams,
                 &mut progress,
             )?;
-            // What the journal holds is durable: release it all.
-            core.marker(
-                Marker::BatchEnd {
-                    seq: report.last_seq,
-                },
-                &mut streams,
-            );
-            core.marker(
-                Marker::Release {
-                    seq: report.last_seq,
-                },
-                &mut streams,
-            );
+            // What the journal holds is durable (a cluster's: committed): release it all.
+            core.marker(Marker::BatchEnd { seq: through }, &mut streams);
+            core.marker(Marker::Release { seq: through }, &mut streams);
         }
         if let Some(full) = shared.fatal.lock().expect("not poisoned").take() {
             return Err(full);
         }
-        Ok(Opened {
-            dir,
-            sequencer,
+        Ok(Replayed {
             header,
             core,
             streams,
             shared,
             ouch_readers,
             itch_reader,
-            report,
+            day_started,
         })
     }
 
-    /// Journal and apply the first input of a new day, durable and released.
-    fn start_day(&mut self) -> Result<(), String> {
-        let payload = self.header.encode();
-        let (seq, timestamp) = self
-            .sequencer
-            .append(KIND_START_OF_DAY, &payload)
-            .map_err(|e| e.to_string())?;
-        assert_eq!(seq, 1, "a new journal starts at 1");
-        let input = Input {
-            seq,
-            timestamp,
-            command: Command::StartOfDay,
-        };
-        self.core.apply(&input, &mut self.streams);
-        self.sequencer.flush().map_err(|e| e.to_string())?;
-        self.core
-            .marker(Marker::BatchEnd { seq }, &mut self.streams);
-        self.core.marker(Marker::Release { seq }, &mut self.streams);
-        Ok(())
-    }
-
-    /// Start the layout's machinery around the replayed state.
-    fn into_node(self, config: &Config) -> Result<Node<C, F>, String> {
-        let Opened {
-            dir,
-            sequencer,
+    /// Start the layout's machinery (sharded: the threads) around the state.
+    fn into_pipeline(self, config: &Config) -> Result<(Pipeline<Streams<F>>, Parts), String> {
+        let Replayed {
             header,
             core,
             mut streams,
             shared,
             ouch_readers,
             itch_reader,
-            report,
+            day_started,
         } = self;
         let pipeline = match core {
             Replaying::Compact(exchange) => Pipeline::Inline {
@@ -550,27 +790,14 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
                 )?))
             }
         };
-        let last_seq = sequencer.next_seq() - 1;
-        let gate = sequencer.journal().durability_gate();
-        Ok(Node {
-            pipeline,
-            sequencer,
-            shared,
+        let parts = Parts {
             header,
+            shared,
             ouch_readers,
             itch_reader,
-            gate,
-            last_tick: Timestamp(0),
-            tick_ns: config.engine.tick_ms.max(1) * 1_000_000,
-            fatal: None,
-            recovery: report,
-            batch_end_seq: last_seq,
-            released_seq: last_seq,
-            unreleased: VecDeque::with_capacity(limits::UNRELEASED_BATCHES_MAX),
-            next_snapshot: 1,
-            journal_dir: dir,
-            probe: super::metrics::Probe::off(),
-        })
+            day_started,
+        };
+        Ok((pipeline, parts))
     }
 }
 
@@ -602,7 +829,7 @@ impl Replaying {
 
 /// `--truncate-corrupt-tail`: cut a damaged durable tail back to the last intact record
 /// (what the operator asked for after a refusal), logging what was lost.
-fn truncate_damaged_tail(dir: &std::path::Path) -> Result<(), String> {
+fn truncate_damaged_tail(dir: &Path) -> Result<(), String> {
     let report = crate::journal::truncate_corrupt_tail(dir).map_err(|e| e.to_string())?;
     if report.accepted_damage.is_empty() {
         tracing::info!(dir = %dir.display(), "--truncate-corrupt-tail: the journal has no damaged tail; nothing cut");
@@ -616,6 +843,9 @@ fn truncate_damaged_tail(dir: &std::path::Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Apply journal records `1..=last_seq` to `core`; leader changes (a cluster's) are counted,
+/// not applied. Returns whether a start of day was among them (a cluster member may have
+/// none committed yet).
 fn replay_journal<F: FeedOut>(
     dir: &std::path::Path,
     last_seq: u64,
@@ -623,33 +853,26 @@ fn replay_journal<F: FeedOut>(
     core: &mut Replaying,
     streams: &mut Streams<F>,
     progress: &mut impl FnMut(u64, u64),
-) -> Result<(), String> {
+) -> Result<bool, String> {
     let mut reader = JournalReader::open(dir, 1).map_err(|e| e.to_string())?;
-    let (journal_header, timestamp) =
-        replay::read_header(&mut reader).map_err(|e| e.to_string())?;
-    if journal_header != *header {
-        return Err(format!(
-            "the journal in {} was started with other sessions or another venue definition (symbols, accounts, limits) than this config; use its config or a new journal directory",
-            dir.display()
-        ));
-    }
-    let start = Input {
-        seq: 1,
-        timestamp,
-        command: Command::StartOfDay,
-    };
-    core.apply(&start, streams);
-    let mut done = 1;
+    let mut done = 0;
+    let mut day_started = false;
     while let Some(r) = reader.next().map_err(|e| e.to_string())? {
-        let command = record::decode(r.kind, r.payload)
-            .map_err(|e| format!("journal record {}: {}", r.seq, e.0))?;
-        let input = Input {
-            seq: r.seq,
-            timestamp: r.timestamp,
-            command,
-        };
-        core.apply(&input, streams);
         done += 1;
+        if r.kind != KIND_NOOP {
+            if !day_started {
+                check_start_of_day(dir, r.seq, r.kind, r.payload, header)?;
+                day_started = true;
+            }
+            let command = record::decode(r.kind, r.payload)
+                .map_err(|e| format!("journal record {}: {}", r.seq, e.0))?;
+            let input = Input {
+                seq: r.seq,
+                timestamp: r.timestamp,
+                command,
+            };
+            core.apply(&input, streams);
+        }
         if done % (1 << 16) == 0 {
             progress(done, last_seq);
         }
@@ -661,6 +884,30 @@ fn replay_journal<F: FeedOut>(
     if done != last_seq {
         return Err(format!(
             "journal replay read {done} records, recovery counted {last_seq}"
+        ));
+    }
+    Ok(day_started)
+}
+
+/// The first record that is not a leader change starts the day, with this config's venue.
+fn check_start_of_day(
+    dir: &std::path::Path,
+    seq: u64,
+    kind: u8,
+    payload: &[u8],
+    header: &DayHeader,
+) -> Result<(), String> {
+    if kind != KIND_START_OF_DAY {
+        return Err(format!(
+            "journal record {seq}: the first record is kind {kind}, not start of day"
+        ));
+    }
+    let journal_header =
+        DayHeader::decode(payload).map_err(|e| format!("journal record {seq}: {}", e.0))?;
+    if journal_header != *header {
+        return Err(format!(
+            "the journal in {} was started with other sessions or another venue definition (symbols, accounts, limits) than this config; use its config or a new journal directory",
+            dir.display()
         ));
     }
     Ok(())
@@ -711,11 +958,13 @@ fn journal_durability(mode: crate::config::DurabilityMode) -> Durability {
         crate::config::DurabilityMode::Async => Durability::Async,
         crate::config::DurabilityMode::Flush => Durability::Flush,
         crate::config::DurabilityMode::Replicated => Durability::Replicated,
+        // Commit is a quorum's mappings; the daemon msyncs in the background (`daemon::member`).
+        crate::config::DurabilityMode::Quorum => Durability::Async,
     }
 }
 
 /// The journal of one trading day, `dir` (see [`crate::days`]).
-pub(crate) fn journal_config(config: &Config, dir: &std::path::Path) -> JournalConfig {
+pub(crate) fn journal_config(config: &Config, dir: &Path) -> JournalConfig {
     let durability = journal_durability(config.journal.durability);
     JournalConfig {
         segment_bytes: config.journal.segment_bytes,

@@ -125,6 +125,21 @@ impl<F: FeedOut> Streams<F> {
         self.feed = Some(feed);
     }
 
+    /// Open the feed after ITCH message `sent` (a cluster's new leader: messages up to `sent`
+    /// are known to have been multicast; every released one after it is multicast now, and
+    /// the rest as they are released).
+    pub fn open_feed_after(&mut self, sent: u64, feed: F) {
+        self.itch_fed = sent;
+        self.feed = Some(feed);
+        self.feed_released();
+    }
+
+    /// Stop multicasting (a cluster member that stopped leading); released messages are
+    /// no longer handed to any feed.
+    pub fn close_feed(&mut self) {
+        self.feed = None;
+    }
+
     /// Multicast a new day's opening messages, released before the feed opened.
     pub fn publish_from_start(&mut self) {
         self.itch_fed = 0;
@@ -209,8 +224,10 @@ impl<F: FeedOut> Streams<F> {
         for seq in self.itch_fed + 1..=last {
             feed.publish(self.itch_reader.get(seq).expect("published"), now);
         }
-        self.itch_fed = last;
+        // A new leader may know of messages sent beyond what it has released yet.
+        self.itch_fed = self.itch_fed.max(last);
         feed.flush(now);
+        self.shared.itch_sent.fetch_max(last, Ordering::Release);
     }
 }
 
@@ -297,28 +314,27 @@ mod tests {
     use super::*;
     use crate::stream::stream;
     use crate::types::Timestamp;
+    use std::sync::Mutex;
 
-    /// A feed that records what it was handed.
-    #[derive(Default)]
-    struct Seen {
-        messages: Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
-    }
+    /// A feed that remembers what it was handed.
+    #[derive(Clone, Default)]
+    struct Recorder(Arc<Mutex<Vec<Vec<u8>>>>);
 
-    impl FeedOut for Seen {
+    impl FeedOut for Recorder {
         fn publish(&mut self, message: &[u8], _: u64) {
-            self.messages.lock().unwrap().push(message.to_vec());
+            self.0.lock().unwrap().push(message.to_vec());
         }
         fn flush(&mut self, _: u64) {}
         fn poll_timers(&mut self, _: u64) {}
         fn end_of_session(&mut self, _: u64) {}
     }
 
-    fn event(ts: u64, code: u8) -> itch::Message {
+    fn event(code: u8) -> itch::Message {
         itch::Message {
             header: itch::Header {
                 locate: 0,
                 tracking: 0,
-                timestamp: Timestamp(ts),
+                timestamp: Timestamp(u64::from(code)),
             },
             body: itch::Body::SystemEvent { event: code },
         }
@@ -337,19 +353,19 @@ mod tests {
         let (ouch_b, reader_b) = stream(1 << 16, 1 << 10).unwrap();
         let (itch_w, itch_r) = stream(1 << 16, 1 << 10).unwrap();
         let shared = Arc::new(OutputShared::default());
-        let mut out: Streams<Seen> =
+        let mut out: Streams<Recorder> =
             Streams::new(vec![ouch_a, ouch_b], itch_w, itch_r.clone(), shared.clone());
-        let feed = Seen::default();
-        let multicast = feed.messages.clone();
+        let feed = Recorder::default();
+        let multicast = feed.0.clone();
         out.open_feed(feed);
         // Batch 1 (inputs 1-2): one reply each, one ITCH message.
         out.ouch(AccountId(0), &system(1));
-        out.itch(&event(1, b'O'));
+        out.itch(&event(b'O'));
         out.ouch(AccountId(1), &system(2));
         out.marker(Marker::BatchEnd { seq: 2 });
         // Batch 2 (input 3), sequenced before batch 1 is released.
         out.ouch(AccountId(0), &system(3));
-        out.itch(&event(3, b'S'));
+        out.itch(&event(b'S'));
         out.marker(Marker::BatchEnd { seq: 3 });
         assert_eq!((reader_a.len(), reader_b.len(), itch_r.len()), (0, 0, 0));
         assert!(
@@ -369,10 +385,61 @@ mod tests {
         assert_eq!(multicast.lock().unwrap().len(), 2);
         assert!(!shared.day_ended.load(Ordering::Acquire));
         // End of Messages counts as the day's end only once released.
-        out.itch(&event(4, itch::event::END_OF_MESSAGES));
+        out.itch(&event(itch::event::END_OF_MESSAGES));
         out.marker(Marker::BatchEnd { seq: 4 });
         assert!(!shared.day_ended.load(Ordering::Acquire));
         out.marker(Marker::Release { seq: 4 });
         assert!(shared.day_ended.load(Ordering::Acquire));
+    }
+
+    /// `count` more ITCH messages, as one released batch ending at input `seq`.
+    fn released_batch(streams: &mut Streams<Recorder>, seq: u64, count: u8) {
+        for code in 0..count {
+            streams.itch(&event(b'a' + code));
+        }
+        streams.marker(Marker::BatchEnd { seq });
+        streams.marker(Marker::Release { seq });
+    }
+
+    /// A cluster's new leader continues the feed after the last message known multicast, not
+    /// after what it released as a follower: what the old leader released but may not have
+    /// sent goes out again, with its own number.
+    #[test]
+    fn a_feed_opened_after_a_known_count_multicasts_everything_released_after_it() {
+        let (ouch, _ouch_reader) = stream(1 << 20, 1 << 10).unwrap();
+        let (itch, itch_reader) = stream(1 << 20, 1 << 10).unwrap();
+        let shared = Arc::new(OutputShared::default());
+        let mut streams = Streams::new(vec![ouch], itch, itch_reader.clone(), shared.clone());
+        released_batch(&mut streams, 1, 5);
+        assert_eq!(
+            streams.next_itch_seq(),
+            6,
+            "released as a follower, sent by nobody here"
+        );
+        let first = Recorder::default();
+        streams.open_feed_after(2, first.clone());
+        let expected: Vec<Vec<u8>> = (3..=5)
+            .map(|s| itch_reader.get(s).unwrap().to_vec())
+            .collect();
+        assert_eq!(
+            *first.0.lock().unwrap(),
+            expected,
+            "messages 3..=5 multicast at once"
+        );
+        released_batch(&mut streams, 2, 2);
+        assert_eq!(
+            first.0.lock().unwrap().len(),
+            5,
+            "then 6 and 7 as they are released"
+        );
+        assert_eq!(shared.itch_sent.load(Ordering::Acquire), 7);
+        // Known sent beyond what is released: nothing until the release passes it.
+        streams.close_feed();
+        let second = Recorder::default();
+        streams.open_feed_after(9, second.clone());
+        released_batch(&mut streams, 3, 3);
+        let got = second.0.lock().unwrap().clone();
+        assert_eq!(got, vec![itch_reader.get(10).unwrap().to_vec()]);
+        assert_eq!(shared.itch_sent.load(Ordering::Acquire), 10);
     }
 }

@@ -3,7 +3,10 @@
 //! from a GLIMPSE snapshot), rebuild every book from the order-by-order messages and check the
 //! invariants a healthy feed keeps:
 //!
-//! - every message number arrives exactly once, in order (after gap filling);
+//! - every message number arrives exactly once, in order (after gap filling), and a number
+//!   that arrives again (a duplicate packet, a re-request answer, a new leader resending what
+//!   its predecessor may not have sent) carries the same message: two different messages
+//!   under one sequence number are a violation (two venues publishing one session);
 //! - every `E C X D U` names a live order, never executes or cancels more than it has;
 //! - every `A F` uses a new order reference and a symbol the directory announced;
 //! - no book is ever crossed (best bid < best ask after every message).
@@ -318,8 +321,9 @@ pub struct FeedOptions {
     pub group: SocketAddrV4,
     /// Interface to join on (pinned; never the default route).
     pub interface: Ipv4Addr,
-    /// Re-request server; `None`: gaps cannot be filled.
-    pub rerequest: Option<SocketAddr>,
+    /// Re-request servers, tried in turn (a cluster's members: only the leader answers);
+    /// none: gaps cannot be filled.
+    pub rerequest: Vec<SocketAddr>,
     /// How long one re-request waits for its answer; three tries per gap position.
     pub rerequest_timeout: Duration,
     /// Start from a GLIMPSE snapshot at this address with these credentials.
@@ -355,8 +359,55 @@ pub struct Feed {
     pub stats: Stats,
     pub violations: Vec<String>,
     pub ended: bool,
+    /// What each live-stream number carried, to tell a duplicate from a conflict.
+    seen: Seen,
+    /// The re-request server asked first next time (the one that answered last).
+    rerequest_at: usize,
     record: Option<Box<dyn Write>>,
     scratch: Vec<u8>,
+}
+
+/// A 64-bit hash of every message applied from the live stream, by sequence number: a number
+/// seen again must carry the same bytes (8 bytes per message; a day of millions is megabytes).
+#[derive(Default)]
+pub struct Seen {
+    first_seq: u64,
+    hashes: Vec<u64>,
+}
+
+impl Seen {
+    /// Message `seq` (the next one) was applied.
+    pub fn note(&mut self, seq: u64, message: &[u8]) {
+        if self.hashes.is_empty() {
+            self.first_seq = seq;
+        }
+        assert_eq!(
+            seq,
+            self.first_seq + self.hashes.len() as u64,
+            "noted in order"
+        );
+        self.hashes.push(hash(message));
+    }
+
+    /// Message `seq` arrived again: an error if it differs from the one applied.
+    pub fn check(&self, seq: u64, message: &[u8]) -> Result<(), String> {
+        let Some(index) = seq.checked_sub(self.first_seq) else {
+            return Ok(()); // before the live stream (a snapshot covered it)
+        };
+        match self.hashes.get(index as usize) {
+            Some(&h) if h != hash(message) => Err(format!(
+                "message {seq}: two different messages with this MoldUDP64 sequence number"
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// FNV-1a, 64 bits: stable and dependency-free (no adversary picks these messages).
+fn hash(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 impl Feed {
@@ -380,6 +431,8 @@ impl Feed {
             stats: Stats::default(),
             violations: Vec::new(),
             ended: false,
+            seen: Seen::default(),
+            rerequest_at: 0,
             record,
             scratch: vec![0u8; 2 + itch::MAX_MESSAGE_LEN + 64],
         };
@@ -425,15 +478,19 @@ impl Feed {
         }
     }
 
-    /// Apply messages numbered from `first`, skipping those already applied.
+    /// Apply messages numbered from `first`; those already applied must be the same.
     fn apply_from(&mut self, first: u64, messages: &[Vec<u8>]) -> Result<(), String> {
         for (k, m) in messages.iter().enumerate() {
             let seq = first + k as u64;
             if seq < self.next_seq {
+                if let Err(conflict) = self.seen.check(seq, m) {
+                    self.violation(conflict)?;
+                }
                 continue;
             }
             debug_assert_eq!(seq, self.next_seq);
             self.apply_raw(m, seq)?;
+            self.seen.note(seq, m);
             self.next_seq += 1;
             self.stats.messages += 1;
         }
@@ -445,15 +502,18 @@ impl Feed {
         let from = self.next_seq;
         self.stats.gaps += 1;
         self.stats.gap_messages += until - from;
-        let (Some(server), Some(session)) = (self.options.rerequest, self.session) else {
+        let servers = self.options.rerequest.len();
+        let (true, Some(session)) = (servers > 0, self.session) else {
             return self.violation(format!(
                 "gap: messages {from}..{} missing and no re-request server to ask",
                 until - 1
             ));
         };
         let mut failures = 0;
-        // Bounded: each round either advances or counts a failure; three failures end it.
+        // Bounded: each round either advances or counts a failure; three failures per server
+        // end it.
         while self.next_seq < until {
+            let server = self.options.rerequest[self.rerequest_at % servers];
             let count = (until - self.next_seq).min(u64::from(u16::MAX)) as u16;
             self.stats.rerequests += 1;
             let answer = request_retransmission(
@@ -470,7 +530,9 @@ impl Feed {
             };
             if blocks.is_empty() {
                 failures += 1;
-                if failures >= 3 {
+                // The next server (a cluster's new leader may be another member).
+                self.rerequest_at += 1;
+                if failures >= 3 * servers {
                     let what = format!(
                         "gap: messages {}..{} missing and the re-request server {server} did not answer",
                         self.next_seq,
@@ -526,7 +588,8 @@ impl Feed {
         };
         if kind == PacketKind::Data && next_after <= self.next_seq {
             self.stats.duplicates += 1;
-            return Ok(());
+            // Seen before: it must say the same.
+            return self.apply_from(first, &blocks);
         }
         if first > self.next_seq {
             self.fill(first)?;
@@ -874,6 +937,21 @@ mod tests {
             b.apply(&msg(1, unknown))
                 .unwrap_err()
                 .contains("unknown order reference 99")
+        );
+    }
+
+    #[test]
+    fn a_number_seen_again_must_carry_the_same_message() {
+        let mut seen = Seen::default();
+        seen.note(5, b"first");
+        seen.note(6, b"second");
+        assert!(seen.check(5, b"first").is_ok());
+        assert!(seen.check(4, b"before the live stream").is_ok());
+        assert!(seen.check(7, b"not seen yet").is_ok());
+        let conflict = seen.check(6, b"other").unwrap_err();
+        assert!(
+            conflict.contains("message 6: two different messages"),
+            "{conflict}"
         );
     }
 

@@ -263,6 +263,89 @@ fn feed_check_fails_on_a_gap_that_cannot_be_filled() {
     }
 }
 
+/// Two publishers on one group and session, both numbering from 1 (two venues that each
+/// believe they lead): `--check` fails when the same number carries different messages, and
+/// passes when a number merely arrives twice with the same message.
+#[test]
+fn feed_check_fails_on_two_different_messages_with_one_sequence_number() {
+    use bourse::marketdata::publisher::{FeedPublisher, PublisherConfig};
+    use bourse::types::Timestamp;
+    use bourse::wire::ascii::SessionId;
+    let group = common::unique_group();
+    let event = |code: u8| itch::Message {
+        header: itch::Header {
+            locate: 0,
+            tracking: 0,
+            timestamp: Timestamp(1_000),
+        },
+        body: itch::Body::SystemEvent { event: code },
+    };
+    let config = PublisherConfig {
+        group,
+        interface: std::net::Ipv4Addr::LOCALHOST,
+        ttl: 0,
+        session: SessionId::new("TEST000001").unwrap(),
+        max_payload_bytes: 1_400,
+        max_hold_us: 0,
+        heartbeat_ms: 1_000,
+        end_of_session_ms: 1_000,
+        backlog_packets: 16,
+    };
+    // Message 1 from a fresh publisher each time: a packet numbered 1.
+    let send_first = |code: u8, end: bool| {
+        let mut publisher = FeedPublisher::new(&config, 1, 0).unwrap();
+        publisher.publish_itch(&event(code), 0);
+        publisher.flush(0);
+        if end {
+            publisher.end_of_session(0);
+        }
+    };
+    for (second, expect_failure) in [(b'S', true), (b'O', false)] {
+        let mut feed = spawn(
+            FEED,
+            &args(&[
+                &"--check",
+                &"--no-rerequest",
+                &"--group",
+                &group,
+                &"--interface",
+                &"127.0.0.1",
+                &"--duration",
+                &10,
+            ]),
+            None,
+        );
+        // Until the subscriber has joined and decided (bounded by its --duration).
+        for _ in 0..200 {
+            if feed.exited() {
+                break;
+            }
+            send_first(b'O', false);
+            std::thread::sleep(Duration::from_millis(20));
+            send_first(second, !expect_failure);
+            std::thread::sleep(Duration::from_millis(30));
+        }
+        let out = feed.finish(LIMIT);
+        if expect_failure {
+            assert_eq!(out.status.code(), Some(1), "{}\n{}", out.stdout, out.stderr);
+            assert!(
+                out.stdout.contains(
+                    "check FAILED: message 1: two different messages with this MoldUDP64 sequence number"
+                ),
+                "{}",
+                out.stdout
+            );
+        } else {
+            assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+            assert!(
+                out.stdout.contains("check ok: messages 1..1"),
+                "{}",
+                out.stdout
+            );
+        }
+    }
+}
+
 #[test]
 fn feed_starts_from_a_glimpse_snapshot() {
     let dir = tempfile::tempdir().unwrap();

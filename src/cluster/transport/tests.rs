@@ -81,6 +81,12 @@ fn members_exchange_messages_and_large_appends() {
     };
     assert_eq!((got.from, got.day_epoch_unix_ns), (1, 86_400));
     assert_eq!(got.message, append(1, 2, 10));
+    assert_eq!(got.itch_sent, 0, "it multicast nothing yet");
+    // What a member multicast travels with every frame it sends afterwards.
+    first.announce_itch_sent(41);
+    first.announce_itch_sent(40);
+    assert!(first.send(append(1, 2, 10), 86_400));
+    assert_eq!(recv(&second).itch_sent, 41, "the count never goes back");
     let big = append(2, 1, 3 << 20);
     let deadline = Instant::now() + Duration::from_secs(5);
     let got = loop {
@@ -193,7 +199,7 @@ fn unauthenticated_or_bad_frames_are_never_stepped() {
         .expect("timeout");
     assert!(client_handshake(&mut stream, b"a wrong secret, long enough too", 1, 2).is_err());
     let mut frame = Vec::new();
-    encode_frame(&append(1, 2, 10), 0, &mut frame).expect("encode");
+    encode_frame(&append(1, 2, 10), 0, 0, &mut frame).expect("encode");
     let _ = stream.write_all(&frame);
     assert!(second.recv_timeout(Duration::from_millis(300)).is_none());
     // Raw junk instead of a hello.
@@ -209,7 +215,7 @@ fn unauthenticated_or_bad_frames_are_never_stepped() {
         framed(&[0x0b, 0x0b, 0x0b, 0x0c]),
         {
             let mut wrong = Vec::new();
-            encode_frame(&append(2, 2, 1), 0, &mut wrong).expect("encode");
+            encode_frame(&append(2, 2, 1), 0, 0, &mut wrong).expect("encode");
             wrong
         },
     ];
@@ -226,10 +232,11 @@ fn unauthenticated_or_bad_frames_are_never_stepped() {
     assert_eq!(got.message, append(1, 2, 10));
 }
 
-/// A frame of `body` after an epoch.
+/// A frame of `body` after an epoch and an ITCH count.
 fn framed(body: &[u8]) -> Vec<u8> {
     let mut frame = Vec::new();
-    frame.extend_from_slice(&((8 + body.len()) as u32).to_be_bytes());
+    frame.extend_from_slice(&((16 + body.len()) as u32).to_be_bytes());
+    frame.extend_from_slice(&0u64.to_be_bytes());
     frame.extend_from_slice(&0u64.to_be_bytes());
     frame.extend_from_slice(body);
     frame

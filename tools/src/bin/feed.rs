@@ -28,9 +28,10 @@ struct Cli {
     /// Interface address to join on (default: feed.interface). Always pinned.
     #[arg(long)]
     interface: Option<Ipv4Addr>,
-    /// Re-request server (default: feed.rerequest).
+    /// Re-request server (default: feed.rerequest); repeat it for a cluster's members, which
+    /// are tried in turn (only the leader answers).
     #[arg(long)]
-    rerequest: Option<SocketAddr>,
+    rerequest: Vec<SocketAddr>,
     /// Never re-request: a gap is a violation.
     #[arg(long, conflicts_with = "rerequest")]
     no_rerequest: bool,
@@ -115,9 +116,11 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         group,
         interface: cli.interface.unwrap_or(config.feed.interface),
         rerequest: if cli.no_rerequest {
-            None
+            Vec::new()
+        } else if cli.rerequest.is_empty() {
+            vec![config.feed.rerequest]
         } else {
-            Some(cli.rerequest.unwrap_or(config.feed.rerequest))
+            cli.rerequest.clone()
         },
         rerequest_timeout: Duration::from_millis(cli.rerequest_timeout_ms.max(1)),
         glimpse,

@@ -150,6 +150,12 @@ fn describe(kind: u8, payload: &[u8]) -> String {
             Err(e) => format!("start of day (unreadable: {e})"),
         };
     }
+    if kind == record::KIND_NOOP {
+        return match <[u8; 8]>::try_from(payload) {
+            Ok(term) => format!("leader change: term {}", u64::from_be_bytes(term)),
+            Err(_) => format!("leader change (unreadable: {} bytes)", payload.len()),
+        };
+    }
     match record::decode(kind, payload) {
         Ok(Cmd::Ouch { account, message }) => {
             format!("account {}: {}", account.0, show::inbound(&message))

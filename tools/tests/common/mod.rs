@@ -256,6 +256,11 @@ impl Running {
         assert_eq!(rc, 0, "kill failed");
     }
 
+    /// Has the tool exited?
+    pub fn exited(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_some()
+    }
+
     /// Wait at most `limit`; a tool still running then is killed and the test fails.
     pub fn finish(mut self, limit: Duration) -> Output {
         let deadline = Instant::now() + limit;
