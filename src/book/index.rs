@@ -223,8 +223,11 @@ impl SideIndex {
         assert!(level != NIL);
         let key = self.key(price);
         let new_best = self.best.level == NIL || key > self.best.key;
-        let unit_changed = self.learn(key);
-        if unit_changed || (self.band_len == 0 && self.band_slot(key).is_none()) {
+        // A key on a band slot is on the lattice once the step is known: no gcd (divisions)
+        // on the common path.
+        let slot = self.band_slot(key);
+        let unit_changed = (slot.is_none() || self.unit == 0) && self.learn(key);
+        if unit_changed || (self.band_len == 0 && slot.is_none()) {
             self.relayout(if new_best { key } else { self.best.key });
         }
         if new_best {
