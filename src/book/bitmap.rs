@@ -35,6 +35,14 @@ fn below(word: u64, index: u32) -> u64 {
     word & (bit(index) - 1)
 }
 
+/// Zeroed words whose pages are really written: a zeroed allocation may be mapped lazily and
+/// fault on its first write on the hot path.
+/// (`black_box` hides that the values are zero, so the allocation is not turned into a
+/// zeroed one.)
+fn written_zeroes(words: usize) -> Vec<u64> {
+    (0..words).map(|_| std::hint::black_box(0u64)).collect()
+}
+
 impl Bitmap {
     /// All words are written here, so their pages are touched at start-up, not on first use.
     pub fn new(slots: u32) -> Self {
@@ -45,8 +53,8 @@ impl Bitmap {
         let leaf_words = slots / WORD_BITS;
         let mid_words = leaf_words.div_ceil(WORD_BITS);
         Bitmap {
-            leaf: (0..leaf_words).map(|_| 0).collect(),
-            mid: (0..mid_words).map(|_| 0).collect(),
+            leaf: written_zeroes(leaf_words as usize),
+            mid: written_zeroes(mid_words as usize),
             top: 0,
             slots,
         }
