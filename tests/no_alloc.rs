@@ -213,3 +213,59 @@ fn the_metrics_probe_allocates_nothing() {
     assert_eq!(allocations(), 0);
     drop(server);
 }
+
+/// The book's price index, off its fast path: prices outside the band (the overflow), a
+/// market that drifts across many band widths (the band is laid out again), a price off the
+/// learned tick (laid out again with a finer step), iteration and a sweep through both.
+#[test]
+fn book_price_index_allocates_nothing_outside_its_band() {
+    use bourse::book::{BookConfig, OrderBook, OrderHandle};
+    use bourse::types::Side;
+    // 64 levels per side: a 256-slot band, so 100-unit ticks cover $2.56 of prices.
+    let mut book: OrderBook<u32> = OrderBook::new(BookConfig {
+        order_capacity: 4_096,
+        level_capacity: 64,
+    });
+    let mut ring = [OrderHandle(0); 32];
+    WATCHING.with(|w| w.set(true));
+    let base = 1_000_000u32;
+    for far in [1, 2_000, Price::MAX_LIMIT.0 - 100] {
+        book.insert(
+            Side::Sell,
+            Price(far.max(base + 10_000_000)),
+            10,
+            false,
+            0,
+            0,
+        );
+        book.insert(Side::Buy, Price(far.min(base / 2)), 10, false, 0, 0);
+    }
+    for i in 0..32u32 {
+        ring[i as usize] = book.insert(Side::Buy, Price(base + i * 100), 10, false, 0, i);
+    }
+    // Bids walk up 5,000 ticks (about 20 band widths), one level in and one out per step.
+    for step in 0..5_000u32 {
+        let slot = (step % 32) as usize;
+        book.remove(ring[slot]);
+        ring[slot] = book.insert(
+            Side::Buy,
+            Price(base + (32 + step) * 100),
+            10,
+            false,
+            0,
+            step,
+        );
+    }
+    // Off the 100-unit tick: the step shrinks and the band is laid out again.
+    book.insert(Side::Buy, Price(base + 37 * 100 + 1), 10, false, 0, 0);
+    let mut seen = 0u32;
+    book.for_each_order(Side::Buy, |_| seen += 1);
+    let depth = book.executable_shares(Side::Sell, Price(1), u64::MAX);
+    let left = book.execute(Side::Sell, Price(1), u32::MAX, |_, _| {});
+    WATCHING.with(|w| w.set(false));
+    let allocations = allocations();
+    assert_eq!(seen, 36, "32 walked bids, 3 far ones and the off-tick one");
+    assert_eq!(u64::from(u32::MAX - left), depth);
+    assert_eq!(book.level_count(Side::Buy), 0);
+    assert_eq!(allocations, 0, "the price index allocated");
+}

@@ -1,11 +1,9 @@
-//! Sorted price index of one side of a book: `(key, level)` with the best price last.
+//! Sorted run of `(key, level)` rungs, ascending by key (so the best, the largest key, is
+//! last). The level index keeps here the levels whose prices fall outside its band.
 //!
-//! The key is the price for bids and `u32::MAX - price` for asks, so on both sides a larger
-//! key is a better price and the best level is the last entry. Activity concentrates near the
-//! top of the book, so lookups scan a few entries from the end before falling back to a binary
-//! search, and inserting or removing near the top moves only the entries above it.
-
-use crate::types::{Price, Side};
+//! A larger key is a better price on both sides (see `index.rs`). Lookups scan a few entries
+//! from the best end before falling back to a binary search, and inserting or removing near
+//! the best end moves only the entries above it.
 
 /// Entries scanned linearly from the best end before switching to binary search.
 const LINEAR_SCAN_MAX: usize = 8;
@@ -20,24 +18,24 @@ pub(crate) struct Ladder {
     rungs: Vec<Rung>,
     /// Configured bound; `rungs` never grows past it, so never reallocates.
     limit: usize,
-    side: Side,
 }
 
 impl Ladder {
-    pub fn new(side: Side, capacity: u32) -> Self {
+    pub fn new(capacity: u32) -> Self {
         assert!(capacity > 0);
+        // Written in full once (a non-zero filler, so not a lazily zeroed allocation), then
+        // emptied: the pages are touched at start-up, not on the hot path.
+        let mut rungs = vec![
+            Rung {
+                key: u32::MAX,
+                level: u32::MAX,
+            };
+            capacity as usize
+        ];
+        rungs.clear();
         Ladder {
-            rungs: Vec::with_capacity(capacity as usize),
+            rungs,
             limit: capacity as usize,
-            side,
-        }
-    }
-
-    #[inline]
-    pub fn key(&self, price: Price) -> u32 {
-        match self.side {
-            Side::Buy => price.0,
-            Side::Sell => u32::MAX - price.0,
         }
     }
 
@@ -51,16 +49,23 @@ impl Ladder {
         self.rungs[index]
     }
 
+    #[inline]
+    pub fn set(&mut self, index: usize, rung: Rung) {
+        self.rungs[index] = rung;
+    }
+
     pub fn capacity(&self) -> u32 {
         self.limit as u32
     }
 
+    #[inline]
     pub fn len(&self) -> usize {
         self.rungs.len()
     }
 
-    pub fn is_full(&self) -> bool {
-        self.rungs.len() == self.limit
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.rungs.is_empty()
     }
 
     /// `Ok(index)` of the rung with `key`, or `Err(index)` where it would be inserted.
@@ -86,8 +91,13 @@ impl Ladder {
         self.rungs[..index].binary_search_by(|rung| rung.key.cmp(&key))
     }
 
+    /// How many rungs have a key below `bound`.
+    pub fn count_below(&self, bound: u64) -> usize {
+        self.rungs.partition_point(|r| u64::from(r.key) < bound)
+    }
+
     pub fn insert(&mut self, index: usize, rung: Rung) {
-        assert!(!self.is_full(), "ladder capacity exceeded");
+        assert!(self.rungs.len() < self.limit, "ladder capacity exceeded");
         debug_assert!(index == 0 || self.rungs[index - 1].key < rung.key);
         debug_assert!(index == self.rungs.len() || self.rungs[index].key > rung.key);
         self.rungs.insert(index, rung);
@@ -97,14 +107,34 @@ impl Ladder {
         self.rungs.remove(index)
     }
 
-    /// Pop the best rung (cheapest removal: the matching loop empties levels from the top).
-    pub fn pop_best(&mut self) -> Option<Rung> {
-        self.rungs.pop()
+    /// Make room for `count` rungs at `index` (their contents are for the caller to `set`).
+    pub fn open_gap(&mut self, index: usize, count: usize) {
+        let len = self.rungs.len();
+        assert!(
+            index <= len && len + count <= self.limit,
+            "ladder gap out of range"
+        );
+        let filler = Rung {
+            key: u32::MAX,
+            level: u32::MAX,
+        };
+        // Within capacity: never reallocates.
+        self.rungs.resize(len + count, filler);
+        self.rungs.copy_within(index..len, index + count);
     }
 
-    /// Rungs from best to worst.
-    pub fn best_first(&self) -> impl Iterator<Item = Rung> + '_ {
-        self.rungs.iter().rev().copied()
+    /// Drop the rungs `from..to`.
+    pub fn remove_range(&mut self, from: usize, to: usize) {
+        let len = self.rungs.len();
+        assert!(from <= to && to <= len, "ladder range out of range");
+        self.rungs.copy_within(to..len, from);
+        self.rungs.truncate(len - (to - from));
+    }
+
+    /// The rungs `from..to`, ascending.
+    #[cfg(test)]
+    pub fn slice(&self, from: usize, to: usize) -> &[Rung] {
+        &self.rungs[from..to]
     }
 }
 
@@ -112,10 +142,9 @@ impl Ladder {
 mod tests {
     use super::*;
 
-    fn ladder_with(side: Side, prices: &[u32]) -> Ladder {
-        let mut ladder = Ladder::new(side, 64);
-        for (i, &p) in prices.iter().enumerate() {
-            let key = ladder.key(Price(p));
+    fn ladder_with(keys: &[u32]) -> Ladder {
+        let mut ladder = Ladder::new(64);
+        for (i, &key) in keys.iter().enumerate() {
             let at = ladder.find(key).unwrap_err();
             ladder.insert(
                 at,
@@ -128,26 +157,47 @@ mod tests {
         ladder
     }
 
+    fn keys(ladder: &Ladder) -> Vec<u32> {
+        ladder
+            .slice(0, ladder.len())
+            .iter()
+            .map(|r| r.key)
+            .collect()
+    }
+
     #[test]
-    fn bids_best_is_highest_asks_best_is_lowest() {
-        let bids = ladder_with(Side::Buy, &[100, 300, 200]);
-        assert_eq!(bids.best().unwrap().level, 1);
-        let asks = ladder_with(Side::Sell, &[100, 300, 200]);
-        assert_eq!(asks.best().unwrap().level, 0);
+    fn best_is_the_largest_key() {
+        let ladder = ladder_with(&[100, 300, 200]);
+        assert_eq!(ladder.best().unwrap().level, 1);
     }
 
     #[test]
     fn find_works_past_the_linear_window() {
         let prices: Vec<u32> = (1..=40).map(|p| p * 10).collect();
-        let ladder = ladder_with(Side::Buy, &prices);
+        let ladder = ladder_with(&prices);
         for (i, &p) in prices.iter().enumerate() {
-            let at = ladder.find(ladder.key(Price(p))).unwrap();
-            assert_eq!(at, i);
-            assert_eq!(ladder.find(ladder.key(Price(p + 1))), Err(i + 1));
+            assert_eq!(ladder.find(p), Ok(i));
+            assert_eq!(ladder.find(p + 1), Err(i + 1));
         }
-        assert_eq!(ladder.find(ladder.key(Price(5))), Err(0));
-        let order: Vec<u32> = ladder.best_first().map(|r| r.level).collect();
-        assert_eq!(order[0], 39);
-        assert_eq!(order[39], 0);
+        assert_eq!(ladder.find(5), Err(0));
+        assert_eq!(ladder.best().unwrap().level, 39);
+    }
+
+    #[test]
+    fn gaps_and_ranges() {
+        let mut ladder = ladder_with(&[10, 20, 60, 70]);
+        assert_eq!(ladder.count_below(20), 1);
+        assert_eq!(ladder.count_below(21), 2);
+        assert_eq!(ladder.count_below(u64::from(u32::MAX) + 1), 4);
+        ladder.open_gap(2, 3);
+        for (i, key) in [30, 40, 50].into_iter().enumerate() {
+            ladder.set(2 + i, Rung { key, level: 0 });
+        }
+        assert_eq!(keys(&ladder), vec![10, 20, 30, 40, 50, 60, 70]);
+        ladder.remove_range(1, 4);
+        assert_eq!(keys(&ladder), vec![10, 50, 60, 70]);
+        ladder.remove_range(4, 4);
+        ladder.open_gap(4, 0);
+        assert_eq!(keys(&ladder), vec![10, 50, 60, 70]);
     }
 }

@@ -7,16 +7,19 @@
 //!   [`OrderHandle`] is the slot index, so cancel and reduce are O(1);
 //! - a **level pool** of the same kind; each level keeps two FIFO queues, displayed orders
 //!   first and hidden orders second (DESIGN.md 4: within a price, displayed orders trade first);
-//! - a **ladder** per side: a sorted array of `(key, level)` with the best price at the end,
-//!   so the best price is O(1), removing an emptied best level is a pop, and inserting a new
-//!   level near the top moves only the few entries above it;
+//! - a **price index** per side (`index.rs`): a band of price slots around the best price with
+//!   a 64-ary hierarchical bitmap, so finding, opening and closing a price anywhere in the
+//!   band is O(1) and the next best price is three word reads; prices outside the band sit
+//!   in a sorted overflow ladder, and the band is laid out again when the market moves;
 //! - an **expiry wheel** of one-second buckets with intrusive links, so an order with a
 //!   time-to-live costs O(1) to add, remove and expire.
 //!
 //! Each order carries a caller-defined `Copy` payload `T` (the exchange stores its token,
 //! account and reference number there), reported back on every fill and removal.
 
+mod bitmap;
 mod expiry;
+mod index;
 mod ladder;
 mod level;
 mod order_book;

@@ -1,7 +1,7 @@
 //! One symbol's book: insert, match, reduce, remove, expire; all O(1) or near the top.
 
 use super::expiry::Wheel;
-use super::ladder::{Ladder, Rung};
+use super::index::{SideIndex, band_slots_for};
 use super::level::{DISPLAYED, HIDDEN, Levels};
 use super::pool::{NIL, OrderHandle, Pool, Slot};
 use crate::types::{Price, Side};
@@ -53,7 +53,8 @@ pub struct Removal<T> {
 pub struct OrderBook<T> {
     pool: Pool<T>,
     levels: Levels,
-    ladders: [Ladder; 2],
+    /// Price index per side (bids, asks).
+    sides: [SideIndex; 2],
     wheel: Wheel,
 }
 
@@ -76,14 +77,22 @@ fn acceptable(taker_side: Side, limit: Price, price: Price) -> bool {
 }
 
 impl<T: Copy + Default> OrderBook<T> {
+    /// A book with every table allocated (and its pages written) now; nothing grows later.
+    /// Each side's price band has `4 x level_capacity` slots (a power of two, 256..=65,536).
     pub fn new(config: BookConfig) -> Self {
+        Self::with_band(config, band_slots_for(config.level_capacity))
+    }
+
+    /// A book whose price bands have `band_slots` slots per side (tests use tiny bands to
+    /// exercise prices outside them).
+    pub(crate) fn with_band(config: BookConfig, band_slots: u32) -> Self {
         OrderBook {
             pool: Pool::new(config.order_capacity),
             // Both sides share one level pool: a price is on one side only at a time.
             levels: Levels::new(config.level_capacity.saturating_mul(2)),
-            ladders: [
-                Ladder::new(Side::Buy, config.level_capacity),
-                Ladder::new(Side::Sell, config.level_capacity),
+            sides: [
+                SideIndex::new(Side::Buy, config.level_capacity, band_slots),
+                SideIndex::new(Side::Sell, config.level_capacity, band_slots),
             ],
             wheel: Wheel::new(),
         }
@@ -98,7 +107,7 @@ impl<T: Copy + Default> OrderBook<T> {
     }
 
     pub fn level_count(&self, side: Side) -> usize {
-        self.ladders[side_index(side)].len()
+        self.sides[side_index(side)].len()
     }
 
     /// Orders waiting in the expiry wheel.
@@ -111,13 +120,18 @@ impl<T: Copy + Default> OrderBook<T> {
         use std::mem::size_of;
         self.pool.capacity() as usize * size_of::<Slot<T>>()
             + self.levels.capacity() as usize * size_of::<super::level::Level>()
-            + 2 * self.ladders[0].capacity() as usize * size_of::<Rung>()
+            + self
+                .sides
+                .iter()
+                .map(SideIndex::allocated_bytes)
+                .sum::<usize>()
             + 2 * super::expiry::WHEEL_BUCKETS as usize * size_of::<u32>()
     }
 
+    #[inline]
     pub fn best_price(&self, side: Side) -> Option<Price> {
-        let rung = self.ladders[side_index(side)].best()?;
-        Some(self.levels.get(rung.level).price)
+        let index = &self.sides[side_index(side)];
+        Some(index.price(index.best()?.key))
     }
 
     /// Would an order on `taker_side` at `limit` execute against anything resting?
@@ -129,7 +143,7 @@ impl<T: Copy + Default> OrderBook<T> {
     /// Shares a taker could execute at `limit`, counting until at least `want` are found.
     pub fn executable_shares(&self, taker_side: Side, limit: Price, want: u64) -> u64 {
         let mut found = 0u64;
-        for rung in self.ladders[side_index(taker_side.opposite())].best_first() {
+        for rung in self.sides[side_index(taker_side.opposite())].best_first() {
             let level = self.levels.get(rung.level);
             if found >= want || !acceptable(taker_side, limit, level.price) {
                 break;
@@ -144,9 +158,9 @@ impl<T: Copy + Default> OrderBook<T> {
         if self.pool.is_full() {
             return false;
         }
-        let ladder = &self.ladders[side_index(side)];
+        let index = &self.sides[side_index(side)];
         // The cheap answer first: a free level needs no search for an existing one.
-        (self.levels.has_free() && !ladder.is_full()) || ladder.find(ladder.key(price)).is_ok()
+        (self.levels.has_free() && !index.is_full()) || index.find(price).is_some()
     }
 
     /// Room to rest a replacement at `price` once `old` (same side) has been removed: its
@@ -157,23 +171,23 @@ impl<T: Copy + Default> OrderBook<T> {
             slot.live && slot.side == side,
             "replacing a stale handle or across sides"
         );
-        let ladder = &self.ladders[side_index(side)];
-        let level_free = self.levels.has_free() && !ladder.is_full();
+        let index = &self.sides[side_index(side)];
+        let level_free = self.levels.has_free() && !index.is_full();
         let old_level_frees = self.levels.get(slot.level).order_count == 1;
         // The search for an existing level only when no cheaper answer says yes.
-        level_free || old_level_frees || ladder.find(ladder.key(price)).is_ok()
+        level_free || old_level_frees || index.find(price).is_some()
     }
 
     /// The order that would trade first on `side`, if any.
     pub fn first_in_priority(&self, side: Side) -> Option<OrderHandle> {
-        let rung = self.ladders[side_index(side)].best()?;
+        let rung = self.sides[side_index(side)].best()?;
         let level = self.levels.get(rung.level);
         let head = if level.heads[DISPLAYED] != NIL {
             level.heads[DISPLAYED]
         } else {
             level.heads[HIDDEN]
         };
-        assert!(head != NIL, "empty level on the ladder");
+        assert!(head != NIL, "empty level on the price index");
         Some(OrderHandle(head))
     }
 
@@ -189,15 +203,15 @@ impl<T: Copy + Default> OrderBook<T> {
         // Each pass empties a level or ends the loop: bounded by the level count.
         let mut passes = 0u32;
         while remaining > 0 {
-            let Some(rung) = self.ladders[contra].best() else {
+            let Some(rung) = self.sides[contra].best() else {
                 break;
             };
-            if !acceptable(taker_side, limit, self.levels.get(rung.level).price) {
+            if !acceptable(taker_side, limit, self.sides[contra].price(rung.key)) {
                 break;
             }
             remaining = self.consume_level(rung.level, remaining, &mut on_fill);
             if self.levels.get(rung.level).is_empty() {
-                self.ladders[contra].pop_best();
+                self.sides[contra].pop_best();
                 self.levels.close(rung.level);
             }
             passes += 1;
@@ -277,16 +291,13 @@ impl<T: Copy + Default> OrderBook<T> {
     }
 
     fn level_for(&mut self, side: Side, price: Price) -> u32 {
-        let ladder = &mut self.ladders[side_index(side)];
-        let key = ladder.key(price);
-        match ladder.find(key) {
-            Ok(at) => ladder.get(at).level,
-            Err(at) => {
-                let level = self.levels.open(price);
-                ladder.insert(at, Rung { key, level });
-                level
-            }
+        let index = &mut self.sides[side_index(side)];
+        if let Some(level) = index.find(price) {
+            return level;
         }
+        let level = self.levels.open(price);
+        index.insert(price, level);
+        level
     }
 
     pub fn get(&self, handle: OrderHandle) -> OrderView<'_, T> {
@@ -373,18 +384,15 @@ impl<T: Copy + Default> OrderBook<T> {
         if !self.levels.get(level).is_empty() {
             return;
         }
-        let ladder = &mut self.ladders[side_index(side)];
-        let at = ladder
-            .find(ladder.key(self.levels.get(level).price))
-            .expect("level on ladder");
-        ladder.remove(at);
+        let removed = self.sides[side_index(side)].remove(self.levels.get(level).price);
+        assert_eq!(removed, level, "price index out of step with the levels");
         self.levels.close(level);
     }
 
     /// Every resting order of `side` in priority order: best price first; within a price,
     /// displayed orders then hidden ones, oldest first. Bounded by the order count.
     pub fn for_each_order<F: FnMut(OrderView<'_, T>)>(&self, side: Side, mut f: F) {
-        for rung in self.ladders[side_index(side)].best_first() {
+        for rung in self.sides[side_index(side)].best_first() {
             let level = self.levels.get(rung.level);
             for queue in [DISPLAYED, HIDDEN] {
                 let mut index = level.heads[queue];
@@ -396,9 +404,22 @@ impl<T: Copy + Default> OrderBook<T> {
         }
     }
 
+    /// Check the price indexes' invariants (tests).
+    #[cfg(test)]
+    pub(crate) fn assert_consistent(&self) {
+        for (index, side) in self.sides.iter().zip([Side::Buy, Side::Sell]) {
+            index.assert_consistent();
+            for rung in index.best_first() {
+                let level = self.levels.get(rung.level);
+                assert_eq!(level.price, index.price(rung.key), "{side:?} level price");
+                assert!(!level.is_empty(), "{side:?} empty level indexed");
+            }
+        }
+    }
+
     /// Each price level of `side`, best first: (price, displayed shares, total shares, orders).
     pub fn for_each_level<F: FnMut(Price, u64, u64, u32)>(&self, side: Side, mut f: F) {
-        for rung in self.ladders[side_index(side)].best_first() {
+        for rung in self.sides[side_index(side)].best_first() {
             let level = self.levels.get(rung.level);
             f(
                 level.price,

@@ -180,3 +180,354 @@ fn expiry_due_exactly_now_in_a_bucket_shared_with_an_older_revolution() {
         std::iter::from_fn(|| b.expire_next(49_152_000).map(|r| r.payload)).collect();
     assert_eq!(order, vec![2, 4]);
 }
+
+// ---- the whole book against a reference, with a tiny price band -------------------------
+
+mod reference {
+    //! Random operations on a book whose price bands are 64 slots wide (so prices fall
+    //! outside them and the bands are laid out again often), checked step by step against
+    //! an obviously correct book: a `BTreeMap` of price levels, each two FIFO queues.
+
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::{BTreeMap, VecDeque};
+
+    const ORDERS: u32 = 48;
+    const LEVELS: u32 = 12;
+
+    /// (maker tag, shares, price, maker hidden, maker leaves after the fill).
+    type FillSeen = (u32, u32, u32, bool, u32);
+
+    #[derive(Default)]
+    struct Queues {
+        displayed: VecDeque<(u32, u32)>,
+        hidden: VecDeque<(u32, u32)>,
+    }
+
+    #[derive(Default)]
+    struct Model {
+        /// (side, price) -> queues; bids and asks kept apart by the side.
+        levels: BTreeMap<(u8, u32), Queues>,
+        handles: BTreeMap<u32, OrderHandle>,
+        next_tag: u32,
+    }
+
+    fn side_code(side: Side) -> u8 {
+        match side {
+            Side::Buy => 0,
+            Side::Sell => 1,
+        }
+    }
+
+    impl Model {
+        fn prices(&self, side: Side) -> Vec<u32> {
+            let code = side_code(side);
+            let mut prices: Vec<u32> = self
+                .levels
+                .keys()
+                .filter(|(s, _)| *s == code)
+                .map(|&(_, p)| p)
+                .collect();
+            if side == Side::Buy {
+                prices.reverse();
+            }
+            prices
+        }
+
+        fn orders(&self, side: Side) -> Vec<(u32, u32, u32, bool)> {
+            let mut out = Vec::new();
+            for price in self.prices(side) {
+                let q = &self.levels[&(side_code(side), price)];
+                out.extend(q.displayed.iter().map(|&(t, l)| (t, price, l, false)));
+                out.extend(q.hidden.iter().map(|&(t, l)| (t, price, l, true)));
+            }
+            out
+        }
+
+        fn can_rest(&self, side: Side, price: u32) -> bool {
+            let orders = self.handles.len() as u32;
+            let exists = self.levels.contains_key(&(side_code(side), price));
+            orders < ORDERS && (exists || (self.prices(side).len() as u32) < LEVELS)
+        }
+
+        fn acceptable(taker: Side, limit: Option<u32>, price: u32) -> bool {
+            match (taker, limit) {
+                (_, None) => true,
+                (Side::Buy, Some(l)) => price <= l,
+                (Side::Sell, Some(l)) => price >= l,
+            }
+        }
+
+        /// Fills as (maker tag, shares, price, maker hidden, maker leaves), and what is left.
+        fn execute(
+            &mut self,
+            taker: Side,
+            limit: Option<u32>,
+            mut shares: u32,
+        ) -> (Vec<FillSeen>, u32) {
+            let contra = taker.opposite();
+            let mut fills = Vec::new();
+            while shares > 0 {
+                let Some(&price) = self.prices(contra).first() else {
+                    break;
+                };
+                if !Self::acceptable(taker, limit, price) {
+                    break;
+                }
+                let key = (side_code(contra), price);
+                let q = self.levels.get_mut(&key).unwrap();
+                for (queue, hidden) in [(&mut q.displayed, false), (&mut q.hidden, true)] {
+                    while shares > 0 {
+                        let Some(front) = queue.front_mut() else {
+                            break;
+                        };
+                        let traded = shares.min(front.1);
+                        shares -= traded;
+                        front.1 -= traded;
+                        fills.push((front.0, traded, price, hidden, front.1));
+                        if front.1 == 0 {
+                            self.handles.remove(&front.0);
+                            queue.pop_front();
+                        }
+                    }
+                }
+                if q.displayed.is_empty() && q.hidden.is_empty() {
+                    self.levels.remove(&key);
+                }
+            }
+            (fills, shares)
+        }
+
+        fn find(&self, tag: u32) -> (u8, u32, bool, usize) {
+            for (&(s, p), q) in &self.levels {
+                if let Some(i) = q.displayed.iter().position(|o| o.0 == tag) {
+                    return (s, p, false, i);
+                }
+                if let Some(i) = q.hidden.iter().position(|o| o.0 == tag) {
+                    return (s, p, true, i);
+                }
+            }
+            panic!("tag {tag} not in the model");
+        }
+
+        /// Set a live order's leaves (0 removes it); returns its old leaves.
+        fn set_leaves(&mut self, tag: u32, leaves: u32) -> u32 {
+            let (s, p, hidden, i) = self.find(tag);
+            let q = self.levels.get_mut(&(s, p)).unwrap();
+            let queue = if hidden {
+                &mut q.hidden
+            } else {
+                &mut q.displayed
+            };
+            let old = queue[i].1;
+            if leaves == 0 {
+                queue.remove(i);
+                self.handles.remove(&tag);
+                if q.displayed.is_empty() && q.hidden.is_empty() {
+                    self.levels.remove(&(s, p));
+                }
+            } else {
+                queue[i].1 = leaves;
+            }
+            old
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Limit {
+            buy: bool,
+            price: u32,
+            shares: u32,
+            hidden: bool,
+        },
+        Take {
+            buy: bool,
+            price: Option<u32>,
+            shares: u32,
+        },
+        Cancel {
+            nth: usize,
+        },
+        Reduce {
+            nth: usize,
+            leaves: u32,
+        },
+        Drift {
+            by: i32,
+        },
+    }
+
+    /// Prices: near a drifting centre (in a tick of 100 or 1), or anywhere.
+    fn op() -> impl Strategy<Value = Op> {
+        let price = prop_oneof![
+            6 => (-40i32..40).prop_map(|o| (o * 100) as u32),
+            2 => (-40i32..40).prop_map(|o| o as u32),
+            1 => (1u32..Price::MAX_LIMIT.0).prop_map(|p| p | 0x8000_0000),
+        ];
+        prop_oneof![
+            6 => (any::<bool>(), price.clone(), 1u32..500, proptest::bool::weighted(0.2))
+                .prop_map(|(buy, price, shares, hidden)| Op::Limit { buy, price, shares, hidden }),
+            2 => (any::<bool>(), proptest::option::weighted(0.8, price), 1u32..1500)
+                .prop_map(|(buy, price, shares)| Op::Take { buy, price, shares }),
+            3 => any::<usize>().prop_map(|nth| Op::Cancel { nth }),
+            1 => (any::<usize>(), 0u32..400).prop_map(|(nth, leaves)| Op::Reduce { nth, leaves }),
+            1 => (-3_000i32..3_000).prop_map(|by| Op::Drift { by }),
+        ]
+    }
+
+    /// A price operand: marked ones (bit 31) are absolute, others are offsets to `centre`.
+    fn resolve(raw: u32, centre: u32) -> u32 {
+        if raw & 0x8000_0000 != 0 {
+            (raw & 0x7FFF_FFFF).clamp(1, Price::MAX_LIMIT.0)
+        } else {
+            centre.wrapping_add(raw).clamp(1, Price::MAX_LIMIT.0)
+        }
+    }
+
+    fn check(book: &OrderBook<u32>, model: &Model) {
+        for side in [Side::Buy, Side::Sell] {
+            let mut got = Vec::new();
+            book.for_each_order(side, |o| {
+                got.push((*o.payload, o.price.0, o.leaves, o.hidden))
+            });
+            assert_eq!(got, model.orders(side), "{side:?} orders in priority");
+            let mut levels = Vec::new();
+            book.for_each_level(side, |p, _, _, _| levels.push(p.0));
+            assert_eq!(levels, model.prices(side));
+            assert_eq!(
+                book.best_price(side).map(|p| p.0),
+                model.prices(side).first().copied()
+            );
+            assert_eq!(book.level_count(side), model.prices(side).len());
+        }
+        book.assert_consistent();
+        assert_eq!(book.order_count() as usize, model.handles.len());
+    }
+
+    fn run(ops: &[Op]) {
+        let config = BookConfig {
+            order_capacity: ORDERS,
+            level_capacity: LEVELS,
+        };
+        let mut book: OrderBook<u32> = OrderBook::with_band(config, 64);
+        let mut model = Model::default();
+        let mut centre: u32 = 1_000_000;
+        for op in ops {
+            match *op {
+                Op::Limit {
+                    buy,
+                    price,
+                    shares,
+                    hidden,
+                } => {
+                    let side = if buy { Side::Buy } else { Side::Sell };
+                    let price = resolve(price, centre);
+                    let tag = model.next_tag;
+                    model.next_tag += 1;
+                    let mut fills = Vec::new();
+                    let left = book.execute(side, Price(price), shares, |f, t| {
+                        fills.push((*t, f.shares, f.price.0, f.maker_hidden, f.maker_leaves))
+                    });
+                    let (want, want_left) = model.execute(side, Some(price), shares);
+                    assert_eq!((fills, left), (want, want_left));
+                    if left == 0 {
+                        continue;
+                    }
+                    let room = model.can_rest(side, price);
+                    assert_eq!(book.can_rest(side, Price(price)), room, "can_rest");
+                    if room {
+                        let h = book.insert(side, Price(price), left, hidden, 0, tag);
+                        model.handles.insert(tag, h);
+                        model.levels.entry((side_code(side), price)).or_default();
+                        let q = model.levels.get_mut(&(side_code(side), price)).unwrap();
+                        let queue = if hidden {
+                            &mut q.hidden
+                        } else {
+                            &mut q.displayed
+                        };
+                        queue.push_back((tag, left));
+                    }
+                }
+                Op::Take { buy, price, shares } => {
+                    let side = if buy { Side::Buy } else { Side::Sell };
+                    let limit = price.map(|p| resolve(p, centre));
+                    let want_shares =
+                        book.executable_shares(side, limit.map_or(Price::MARKET, Price), u64::MAX);
+                    let mut fills = Vec::new();
+                    let left =
+                        book.execute(side, limit.map_or(Price::MARKET, Price), shares, |f, t| {
+                            fills.push((*t, f.shares, f.price.0, f.maker_hidden, f.maker_leaves))
+                        });
+                    let (want, want_left) = model.execute(side, limit, shares);
+                    assert_eq!((fills, left), (want, want_left));
+                    assert!(want_shares >= u64::from(shares - left));
+                }
+                Op::Cancel { nth } => {
+                    let Some((&tag, &h)) =
+                        model.handles.iter().nth(nth % model.handles.len().max(1))
+                    else {
+                        continue;
+                    };
+                    let (s, p, hidden, _) = model.find(tag);
+                    let side = if s == 0 { Side::Buy } else { Side::Sell };
+                    // Room for a replacement at another price, before the order leaves.
+                    let other = centre.wrapping_add(300);
+                    let fits_after = {
+                        let levels_after = model.prices(side).len() as u32
+                            - u32::from(
+                                model.levels[&(s, p)].displayed.len()
+                                    + model.levels[&(s, p)].hidden.len()
+                                    == 1,
+                            );
+                        model.levels.contains_key(&(s, other)) || levels_after < LEVELS
+                    };
+                    assert_eq!(book.can_rest_replacing(h, side, Price(other)), fits_after);
+                    let leaves = model.set_leaves(tag, 0);
+                    let removal = book.remove(h);
+                    assert_eq!(
+                        (
+                            removal.payload,
+                            removal.price.0,
+                            removal.leaves,
+                            removal.hidden
+                        ),
+                        (tag, p, leaves, hidden)
+                    );
+                }
+                Op::Reduce { nth, leaves } => {
+                    let Some((&tag, &h)) =
+                        model.handles.iter().nth(nth % model.handles.len().max(1))
+                    else {
+                        continue;
+                    };
+                    let old = book.get(h).leaves;
+                    let taken = book.reduce_to(h, leaves);
+                    if leaves < old {
+                        assert_eq!(taken, old - leaves);
+                        model.set_leaves(tag, leaves);
+                    } else {
+                        assert_eq!(taken, 0);
+                    }
+                }
+                Op::Drift { by } => {
+                    centre = centre
+                        .wrapping_add_signed(by * 100)
+                        .clamp(10_000, 100_000_000);
+                }
+            }
+            check(&book, &model);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn book_with_a_tiny_band_matches_the_reference(
+            ops in proptest::collection::vec(op(), 1..250),
+        ) {
+            run(&ops);
+        }
+    }
+}
