@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Closed-loop capacity of the two layouts on three symbols (BENCHMARKS.md §9): the venue with
+# `compact`, then with `sharded` and 3 shards, each driven by three bourse-loadgen processes
+# at once (one per symbol, two sessions each, closed loop). Prints `uptime` and every
+# loadgen's report line; the figure is the sum of the three achieved ops/s.
+#
+#   tools/bench/shards.sh [ROUNDS]        e.g. tools/bench/shards.sh 3
+#
+# Environment: SECS=5 (seconds of load), WINDOW=2000 (Enters in flight per loadgen),
+# DURABILITY=async, WAIT=park, OUT=/tmp/bourse-shards. Layouts alternate round by round so
+# a change of the machine's load hits both.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROUNDS=${1:-3}
+SECS=${SECS:-5}
+WINDOW=${WINDOW:-2000}
+DURABILITY=${DURABILITY:-async}
+WAIT=${WAIT:-park}
+OUT=${OUT:-/tmp/bourse-shards}
+BIN=target/release
+SYMBOLS=(AAPL MSFT NVDA)
+mkdir -p "$OUT"
+
+accounts() { # accounts FIRST LAST: [[accounts]] LG0FIRST..LG0LAST
+  local i
+  for i in $(seq "$1" "$2"); do
+    printf '[[accounts]]\nusername = "LG0%s"\npassword = "pw"\nfirm = "LG%s"\n\n' "$i" "$i"
+  done
+}
+
+venue_config() { # venue_config LAYOUT SHARDS
+  cat <<EOF
+[gateway]
+listen = "127.0.0.1:0"
+session = "BENCH00001"
+outbound_buffer_bytes = 16777216
+
+[journal]
+dir = "$OUT/journal-$1"
+durability = "$DURABILITY"
+segment_bytes = 536870912
+
+[feed]
+group = "239.195.0.2:26501"
+interface = "127.0.0.1"
+session = "BENCH00001"
+rerequest = "127.0.0.1:0"
+snapshot = "127.0.0.1:0"
+
+[admin]
+listen = "127.0.0.1:0"
+
+[engine]
+wait = "$WAIT"
+layout = "$1"
+shards = $2
+
+[limits]
+orders_per_symbol = 262144
+levels_per_side = 8192
+tokens_per_account = 1048576
+
+$(accounts 1 6)
+EOF
+  for s in "${SYMBOLS[@]}"; do printf '[[symbols]]\nsymbol = "%s"\ntick = 100\n\n' "$s"; done
+}
+
+loadgen_config() { # loadgen_config INDEX: the venue's gateway, two accounts, one symbol
+  local first=$((2 * $1 + 1))
+  printf '[gateway]\nlisten = "127.0.0.1:1"\nsession = "BENCH00001"\n\n[journal]\ndir = "%s/unused"\n\n' "$OUT"
+  printf '[feed]\ngroup = "239.195.0.2:26501"\ninterface = "127.0.0.1"\nsession = "BENCH00001"\n\n'
+  accounts "$first" $((first + 1))
+  printf '[[symbols]]\nsymbol = "%s"\ntick = 100\n' "${SYMBOLS[$1]}"
+}
+
+run_layout() { # run_layout LAYOUT SHARDS ROUND
+  local name="$1-r$3"
+  rm -rf "$OUT/journal-$1"
+  venue_config "$1" "$2" > "$OUT/$name.toml"
+  $BIN/bourse run --config "$OUT/$name.toml" > "$OUT/$name.addr" 2> "$OUT/$name.log" &
+  local venue=$!
+  for _ in $(seq 100); do grep -q listening "$OUT/$name.addr" && break; sleep 0.1; done
+  sleep "${SETTLE:-4}"
+  local gateway
+  gateway=$(sed 's/.*gateway=\([^ ]*\).*/\1/' "$OUT/$name.addr")
+  uptime
+  local pids=()
+  for i in 0 1 2; do
+    loadgen_config "$i" > "$OUT/lg$i.toml"
+    $BIN/bourse-loadgen --config "$OUT/lg$i.toml" --gateway "$gateway" --symbol "${SYMBOLS[$i]}" \
+      --window "$WINDOW" --duration "$SECS" --seed $((i + 1)) --quiet > "$OUT/$name-lg$i.txt" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || echo "loadgen $p failed (see $OUT/$name-lg*.txt)"; done
+  kill "$venue"; wait "$venue" 2>/dev/null || true
+  local total=0
+  for i in 0 1 2; do
+    local line
+    line=$(grep -m1 'achieved' "$OUT/$name-lg$i.txt" || echo "no report")
+    echo "  $name ${SYMBOLS[$i]}: $line"
+    total=$((total + $(echo "$line" | sed -n 's/.*achieved \([0-9]*\) ops\/s.*/\1/p')))
+  done
+  echo "== $1 ($2 shard(s)), round $3: $total ops/s in total"
+}
+
+for round in $(seq "$ROUNDS"); do
+  run_layout compact 1 "$round"
+  run_layout sharded 3 "$round"
+done
