@@ -51,6 +51,39 @@ fn scrape(addr: SocketAddr) -> prometheus_parse::Scrape {
     prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).unwrap()
 }
 
+/// Every histogram is what Prometheus requires: `le` buckets that never decrease, ending with
+/// `+Inf` equal to the histogram's `_count` (a scraper computes quantiles from them).
+fn assert_histograms_are_cumulative(scrape: &prometheus_parse::Scrape) -> usize {
+    let mut seen = 0;
+    for sample in &scrape.samples {
+        let prometheus_parse::Value::Histogram(buckets) = &sample.value else {
+            continue;
+        };
+        seen += 1;
+        let what = format!("{} {:?}", sample.metric, sample.labels);
+        assert!(
+            buckets.windows(2).all(|w| w[0].count <= w[1].count),
+            "{what}: {buckets:?}"
+        );
+        let last = buckets
+            .last()
+            .unwrap_or_else(|| panic!("{what}: no bucket"));
+        assert_eq!(
+            last.less_than,
+            f64::INFINITY,
+            "{what}: the last bucket is +Inf"
+        );
+        let labels: Vec<(&str, &str)> = sample
+            .labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let count = value(scrape, &format!("{}_count", sample.metric), &labels);
+        assert_eq!(last.count, count, "{what}: +Inf bucket against _count");
+    }
+    seen
+}
+
 /// The value of `metric` with exactly these labels (0 when absent: a counter not counted yet).
 fn value(scrape: &prometheus_parse::Scrape, metric: &str, labels: &[(&str, &str)]) -> f64 {
     scrape
@@ -144,6 +177,11 @@ fn metrics_follow_inputs_rejects_depth_sessions_and_latency() {
             && value(s, "bourse_journal_flush_seconds_count", &[]) >= 1.0
             && value(s, "bourse_journal_bytes", &[]) > 0.0
     });
+    let histograms = assert_histograms_are_cumulative(&scrape(addr));
+    assert!(
+        histograms >= 5,
+        "4 stages and the flush latency: {histograms}"
+    );
 
     // A cancel takes an order and its level off the book; a logout ends the session.
     alice

@@ -723,7 +723,8 @@ impl State {
 struct HistView {
     sum_s: f64,
     count: u64,
-    /// (upper bound, cumulative count).
+    /// (upper bound, count in this bucket alone), the last bound +Inf: the encoder sums them
+    /// into Prometheus' cumulative `le` buckets itself.
     buckets: Vec<(f64, u64)>,
     quantiles: Vec<(f64, f64)>,
 }
@@ -733,10 +734,20 @@ impl HistView {
         let sum_ns = h.iter_recorded().fold(0.0, |sum, v| {
             sum + v.value_iterated_to() as f64 * v.count_at_value() as f64
         });
-        let buckets = LATENCY_BUCKETS_S
+        // Cumulative counts (monotone: each range contains the one before), then differences:
+        // adjacent ranges of an hdrhistogram may share a sub-bucket, so counting each range
+        // on its own could count a value twice.
+        let mut below = 0u64;
+        let mut buckets: Vec<(f64, u64)> = LATENCY_BUCKETS_S
             .iter()
-            .map(|&b| (b, h.count_between(0, (b * 1e9) as u64)))
+            .map(|&b| {
+                let cumulative = h.count_between(0, (b * 1e9) as u64).min(h.len());
+                let alone = cumulative.saturating_sub(below);
+                below = below.max(cumulative);
+                (b, alone)
+            })
             .collect();
+        buckets.push((f64::INFINITY, h.len() - below));
         let quantiles = QUANTILES
             .iter()
             .map(|&q| {
@@ -1095,8 +1106,19 @@ mod tests {
         h.saturating_record(3_000_000); // 3 ms
         let v = HistView::of(&h);
         assert_eq!(v.count, 4);
-        let at = |bound: f64| v.buckets.iter().find(|b| b.0 == bound).unwrap().1;
-        assert_eq!((at(1e-6), at(2.5e-6), at(2.5e-3), at(5e-3)), (0, 3, 3, 4));
+        let alone = |bound: f64| v.buckets.iter().find(|b| b.0 == bound).unwrap().1;
+        assert_eq!(
+            (alone(1e-6), alone(2.5e-6), alone(2.5e-3), alone(5e-3)),
+            (0, 3, 0, 1)
+        );
+        assert_eq!(alone(f64::INFINITY), 0);
+        assert_eq!(v.buckets.iter().map(|b| b.1).sum::<u64>(), v.count);
+        let mut slow = histogram();
+        slow.saturating_record(30_000_000_000); // 30 s: beyond the last bound
+        assert_eq!(
+            HistView::of(&slow).buckets.last(),
+            Some(&(f64::INFINITY, 1))
+        );
         assert!((v.sum_s - 0.003006).abs() < 1e-5, "{}", v.sum_s);
         let empty = HistView::of(&histogram());
         assert_eq!((empty.count, empty.sum_s), (0, 0.0));
