@@ -46,6 +46,9 @@ const READS_PER_EVENT_MAX: u32 = 16;
 /// turn accepts more. Small, so a login already waiting in its socket is judged before many
 /// newer connections from its address arrive (see `accept`).
 const ACCEPTS_PER_TURN_MAX: usize = 4;
+/// Write-buffer refills per session per pump: bounds the time one session's backlog (a
+/// re-login replaying the day) holds the loop (`PUMP_ROUNDS_MAX` × the write buffer).
+const PUMP_ROUNDS_MAX: u32 = 4;
 /// Source addresses whose failed logins and evictions are remembered.
 const SOURCES_MAX: usize = 1024;
 /// At most one log line per source (or per kind of refusal) per this many ms.
@@ -81,8 +84,9 @@ pub struct Gateway {
     listener: TcpListener,
     token_base: usize,
     conns: Vec<Option<Connection>>,
-    /// Write buffers of closed connections, reused: nothing is allocated per connection.
-    buffers: Vec<Box<[u8]>>,
+    /// Write and read buffers of closed connections, reused: nothing is allocated per
+    /// connection.
+    buffers: Vec<(Box<[u8]>, Box<[u8]>)>,
     sources: SourceTable<SourceRecord>,
     rules: BackoffRules,
     /// The last accept turn stopped at its bound: the backlog may hold more.
@@ -121,7 +125,12 @@ impl Gateway {
         registry.register(&mut listener, Token(token_base), Interest::READABLE)?;
         let max = cfg.max_connections as usize;
         let buffers = (0..max)
-            .map(|_| vec![0u8; connection::WRITE_BUFFER_BYTES].into_boxed_slice())
+            .map(|_| {
+                (
+                    vec![0u8; connection::WRITE_BUFFER_BYTES].into_boxed_slice(),
+                    vec![0u8; connection::READ_BUFFER_BYTES].into_boxed_slice(),
+                )
+            })
             .collect();
         Ok(Gateway {
             listener,
@@ -255,8 +264,8 @@ impl Gateway {
                 continue;
             }
             tracing::debug!(%peer, "gateway connection opened");
-            let buffer = self.buffers.pop().expect("one buffer per free slot");
-            self.conns[index] = Some(Connection::new(stream, peer, now_ns, buffer));
+            let buffers = self.buffers.pop().expect("buffers per free slot");
+            self.conns[index] = Some(Connection::new(stream, peer, now_ns, buffers));
             if !self.read_again.contains(&index) {
                 self.read_again.push(index);
             }
@@ -438,7 +447,7 @@ impl Gateway {
             tracing::debug!(peer = %conn.peer, "gateway connection closed: {why}");
         }
         let _ = registry.deregister(&mut conn.stream);
-        self.buffers.push(conn.take_buffer());
+        self.buffers.push(conn.take_buffers());
         debug_assert!(self.buffers.len() <= self.conns.len());
     }
 
@@ -452,7 +461,7 @@ impl Gateway {
         now_ns: u64,
     ) -> Option<String> {
         // Bounded by the framing buffer: each packet consumes at least 3 bytes of it.
-        for _ in 0..soupbin::CLIENT_MAX_PACKET_LEN + 2 {
+        for _ in 0..conn.reader.capacity() / 3 + 2 {
             if matches!(conn.state, State::LoggedIn { .. }) && !intake.has_room() {
                 // Leave the rest framed but unread; this connection is served again later.
                 if !self.read_again.contains(&index) {
@@ -589,9 +598,18 @@ impl Gateway {
             let mut reason = None;
             if let State::LoggedIn { session, .. } = conn.state {
                 let stream = &streams[session.account.0 as usize];
-                conn.fill_from(stream);
-                if let Err(e) = conn.flush(now_ns) {
-                    reason = Some(format!("write failed: {e}"));
+                // One write per session per batch; a batch whose replies exceed the write
+                // buffer refills it while the socket takes everything, instead of waiting
+                // for the next turn of the loop (no event comes for a still-writable socket).
+                for _ in 0..PUMP_ROUNDS_MAX {
+                    conn.fill_from(stream);
+                    if let Err(e) = conn.flush(now_ns) {
+                        reason = Some(format!("write failed: {e}"));
+                        break;
+                    }
+                    if conn.pending_bytes() > 0 || !conn.has_unsent(stream) {
+                        break;
+                    }
                 }
                 reason = reason.or_else(|| self.check_lag(&conn, stream));
             }
