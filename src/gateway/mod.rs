@@ -591,28 +591,38 @@ impl Gateway {
     /// Send every released sequenced message to its session (call after the journal flush,
     /// so a reply never leaves before its input is durable). Disconnects slow readers.
     pub fn pump(&mut self, streams: &[StreamReader], registry: &Registry, now_ns: u64) {
-        for index in 0..self.conns.len() {
-            let Some(mut conn) = self.conns[index].take() else {
+        // Only logged-in sessions get replies, and in a small batch most have nothing new:
+        // look before moving a connection out of its slot (moving every slot of the table
+        // on every turn was most of the loop's instructions at 2,000 inputs/s).
+        for account in 0..self.live.len() {
+            let Some(index) = self.live[account] else {
                 continue;
             };
-            let mut reason = None;
-            if let State::LoggedIn { session, .. } = conn.state {
-                let stream = &streams[session.account.0 as usize];
-                // One write per session per batch; a batch whose replies exceed the write
-                // buffer refills it while the socket takes everything, instead of waiting
-                // for the next turn of the loop (no event comes for a still-writable socket).
-                for _ in 0..PUMP_ROUNDS_MAX {
-                    conn.fill_from(stream);
-                    if let Err(e) = conn.flush(now_ns) {
-                        reason = Some(format!("write failed: {e}"));
-                        break;
-                    }
-                    if conn.pending_bytes() > 0 || !conn.has_unsent(stream) {
-                        break;
-                    }
-                }
-                reason = reason.or_else(|| self.check_lag(&conn, stream));
+            let stream = &streams[account];
+            let conn = self.conns[index].as_ref().expect("a live session's slot");
+            if conn.pending_bytes() == 0 && !conn.has_unsent(stream) {
+                continue;
             }
+            let mut conn = self.conns[index].take().expect("a live session's slot");
+            let State::LoggedIn { session, .. } = conn.state else {
+                unreachable!("live sessions are logged in")
+            };
+            assert_eq!(session.account.0 as usize, account);
+            let mut reason = None;
+            // One write per session per batch; a batch whose replies exceed the write
+            // buffer refills it while the socket takes everything, instead of waiting
+            // for the next turn of the loop (no event comes for a still-writable socket).
+            for _ in 0..PUMP_ROUNDS_MAX {
+                conn.fill_from(stream);
+                if let Err(e) = conn.flush(now_ns) {
+                    reason = Some(format!("write failed: {e}"));
+                    break;
+                }
+                if conn.pending_bytes() > 0 || !conn.has_unsent(stream) {
+                    break;
+                }
+            }
+            reason = reason.or_else(|| self.check_lag(&conn, stream));
             self.settle(index, conn, reason, registry);
         }
     }
