@@ -15,6 +15,9 @@ pub(crate) const WRITE_BUFFER_BYTES: usize = 64 << 10;
 pub(crate) const READ_BUFFER_BYTES: usize = 64 << 10;
 const _: () = assert!(READ_BUFFER_BYTES >= 2 + soupbin::CLIENT_MAX_PACKET_LEN);
 
+/// A connection's write and read buffers, pooled by the gateway.
+pub(crate) type Buffers = (Box<[u8]>, Box<[u8]>);
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum State {
     AwaitingLogin,
@@ -59,7 +62,7 @@ impl Connection {
         stream: TcpStream,
         peer: SocketAddr,
         now_ns: u64,
-        (out, input): (Box<[u8]>, Box<[u8]>),
+        (out, input): Buffers,
     ) -> Connection {
         assert_eq!(out.len(), WRITE_BUFFER_BYTES);
         assert_eq!(input.len(), READ_BUFFER_BYTES);
@@ -86,7 +89,7 @@ impl Connection {
     }
 
     /// Give the write and read buffers back (for the pool) as the connection goes.
-    pub fn take_buffers(&mut self) -> (Box<[u8]>, Box<[u8]>) {
+    pub fn take_buffers(&mut self) -> Buffers {
         self.out_start = 0;
         self.out_end = 0;
         (std::mem::take(&mut self.out), self.reader.take_buffer())

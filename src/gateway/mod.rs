@@ -86,7 +86,7 @@ pub struct Gateway {
     conns: Vec<Option<Connection>>,
     /// Write and read buffers of closed connections, reused: nothing is allocated per
     /// connection.
-    buffers: Vec<(Box<[u8]>, Box<[u8]>)>,
+    buffers: Vec<connection::Buffers>,
     sources: SourceTable<SourceRecord>,
     rules: BackoffRules,
     /// The last accept turn stopped at its bound: the backlog may hold more.
@@ -594,11 +594,11 @@ impl Gateway {
         // Only logged-in sessions get replies, and in a small batch most have nothing new:
         // look before moving a connection out of its slot (moving every slot of the table
         // on every turn was most of the loop's instructions at 2,000 inputs/s).
-        for account in 0..self.live.len() {
+        assert_eq!(streams.len(), self.live.len(), "one stream per account");
+        for (account, stream) in streams.iter().enumerate() {
             let Some(index) = self.live[account] else {
                 continue;
             };
-            let stream = &streams[account];
             let conn = self.conns[index].as_ref().expect("a live session's slot");
             if conn.pending_bytes() == 0 && !conn.has_unsent(stream) {
                 continue;
