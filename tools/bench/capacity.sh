@@ -32,7 +32,9 @@ config() { # config NAME SESSIONS -> path of a filled-in bench config with SESSI
   echo "$file"
 }
 
-venue_cpu() { awk '{print $14 + $15, $14, $15}' "/proc/$1/stat"; } # ticks: total user sys
+# The event loop's thread only (the main thread): the journal helper pre-faulting the next
+# segment and the servers' threads are not per-input costs. Ticks: total user sys; page faults.
+venue_cpu() { awk '{print $14 + $15, $14, $15, $10}' "/proc/$1/task/$1/stat"; }
 
 run() { # run BIN NAME SESSIONS LOADGEN-ARGS...
   local bin=$1 name=$2 sessions=$3; shift 3
@@ -43,16 +45,17 @@ run() { # run BIN NAME SESSIONS LOADGEN-ARGS...
   for _ in $(seq 100); do grep -q listening "$OUT/$name.addr" && break; sleep 0.1; done
   sleep "${SETTLE:-4}"
   local gw; gw=$(sed 's/.*gateway=\([^ ]*\).*/\1/' "$OUT/$name.addr")
-  read -r t0 u0 s0 < <(venue_cpu "$venue")
+  read -r t0 u0 s0 f0 < <(venue_cpu "$venue")
   echo "-- $bin: $name ($sessions sessions) $(uptime | sed 's/.*load/load/')"
   "$bin/bourse-loadgen" --config "$cfg" --gateway "$gw" --accounts "$sessions" --duration "$SECS" \
     --quiet "$@" > "$OUT/$name.out" 2>&1 || true
-  read -r t1 u1 s1 < <(venue_cpu "$venue")
+  read -r t1 u1 s1 f1 < <(venue_cpu "$venue")
   kill "$venue"; wait "$venue" 2>/dev/null || true
   grep -E '^sent|enter -> Accepted|unanswered' "$OUT/$name.out"
   local ops; ops=$(awk '/^sent/ {print $2}' "$OUT/$name.out")
-  awk -v u=$((u1 - u0)) -v s=$((s1 - s0)) -v n="${ops:-0}" 'BEGIN {
-    if (n > 0) printf "venue cpu: user %.2f s + sys %.2f s = %.2f us per input\n", u/100, s/100, (u+s)/100/n*1e6 }'
+  awk -v u=$((u1 - u0)) -v s=$((s1 - s0)) -v f=$((f1 - f0)) -v n="${ops:-0}" 'BEGIN {
+    if (n > 0) printf "event loop cpu: user %.2f s + sys %.2f s = %.2f us per input; %.3f page faults per input\n",
+      u/100, s/100, (u+s)/100/n*1e6, f/n }'
   rm -rf "$OUT/journal-$name"
 }
 
