@@ -36,8 +36,11 @@ use std::os::fd::AsRawFd;
 const MIN_ITCH_MESSAGE_LEN: usize = 12;
 
 /// Sealed packets handed to the kernel in one `sendmmsg` call at most (also the outbox's
-/// size): 32 packets of 1,400 bytes are about 1,200 ITCH messages.
-pub const SEND_BATCH_PACKETS: usize = 32;
+/// size): 16 packets of 1,400 bytes are about 600 ITCH messages. Small enough that a full
+/// packet waits only while the next 15 are packed in the same hand-off (tens of µs, inside
+/// DESIGN.md 5's 100 µs hold), large enough for a loop turn's release at saturation (~14
+/// packets for ~350 inputs) to be one call.
+pub const SEND_BATCH_PACKETS: usize = 16;
 
 /// Everything the publisher needs, in units.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -208,7 +208,7 @@ fn a_large_batch_goes_out_in_few_calls_and_in_order() {
     }
     tx.flush(20);
     assert_eq!(tx.backlog_packets(), 0);
-    assert_eq!(tx.batch_calls(), 3, "32 + 32 + 6 packets");
+    assert_eq!(tx.batch_calls(), 5, "16 + 16 + 16 + 16 + 6 packets");
     let mut next = 1u64;
     for _ in 0..packets {
         let (bytes, observed) = recv_packet(&mut rx);
