@@ -9,6 +9,14 @@ use std::net::SocketAddr;
 
 /// Bytes of the per-connection write buffer (packets wait here for the socket).
 pub(crate) const WRITE_BUFFER_BYTES: usize = 64 << 10;
+/// Bytes of the per-connection read buffer: one read takes everything a busy client has sent
+/// since the last turn (about 1,300 Enter Orders), so the gateway sequences it as one batch
+/// instead of a read per kilobyte. Bounds how much input one read hands to the sequencer.
+pub(crate) const READ_BUFFER_BYTES: usize = 64 << 10;
+const _: () = assert!(READ_BUFFER_BYTES >= 2 + soupbin::CLIENT_MAX_PACKET_LEN);
+
+/// A connection's write and read buffers, pooled by the gateway.
+pub(crate) type Buffers = (Box<[u8]>, Box<[u8]>);
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum State {
@@ -48,13 +56,20 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
-    /// `out` is a write buffer of [`WRITE_BUFFER_BYTES`] from the gateway's pool.
-    pub fn new(stream: TcpStream, peer: SocketAddr, now_ns: u64, out: Box<[u8]>) -> Connection {
+    /// `out` is a write buffer of [`WRITE_BUFFER_BYTES`] and `input` a read buffer of
+    /// [`READ_BUFFER_BYTES`], both from the gateway's pool.
+    pub fn new(
+        stream: TcpStream,
+        peer: SocketAddr,
+        now_ns: u64,
+        (out, input): Buffers,
+    ) -> Connection {
         assert_eq!(out.len(), WRITE_BUFFER_BYTES);
+        assert_eq!(input.len(), READ_BUFFER_BYTES);
         Connection {
             stream,
             peer,
-            reader: FrameReader::new(soupbin::CLIENT_MAX_PACKET_LEN),
+            reader: FrameReader::with_buffer(soupbin::CLIENT_MAX_PACKET_LEN, input),
             state: State::AwaitingLogin,
             out,
             out_start: 0,
@@ -73,11 +88,11 @@ impl Connection {
         !matches!(self.state, State::LoggedIn { .. })
     }
 
-    /// Give the write buffer back (for the pool) as the connection goes.
-    pub fn take_buffer(&mut self) -> Box<[u8]> {
+    /// Give the write and read buffers back (for the pool) as the connection goes.
+    pub fn take_buffers(&mut self) -> Buffers {
         self.out_start = 0;
         self.out_end = 0;
-        std::mem::take(&mut self.out)
+        (std::mem::take(&mut self.out), self.reader.take_buffer())
     }
 
     pub fn pending_bytes(&self) -> usize {
@@ -136,6 +151,14 @@ impl Connection {
         {
             *next_seq = seq;
             *caught_up |= seq > last;
+        }
+    }
+
+    /// Has the stream released messages not yet copied into the write buffer?
+    pub fn has_unsent(&self, stream: &StreamReader) -> bool {
+        match self.state {
+            State::LoggedIn { next_seq, .. } => next_seq <= stream.len(),
+            _ => false,
         }
     }
 

@@ -40,12 +40,17 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 
 const NS_PER_MS: u64 = 1_000_000;
-/// Reads per readable event before giving other connections a turn.
-const READS_PER_EVENT_MAX: u32 = 16;
+/// Reads per readable event before giving other connections a turn. Each read takes up to
+/// a whole read buffer (64 KiB, ~1,300 orders), so one flooding session sequences at most
+/// ~5,000 orders per turn of the loop before the others and the replies get theirs.
+const READS_PER_EVENT_MAX: u32 = 4;
 /// Connections accepted per turn of the event loop at most; each is read before the next
 /// turn accepts more. Small, so a login already waiting in its socket is judged before many
 /// newer connections from its address arrive (see `accept`).
 const ACCEPTS_PER_TURN_MAX: usize = 4;
+/// Write-buffer refills per session per pump: bounds the time one session's backlog (a
+/// re-login replaying the day) holds the loop (`PUMP_ROUNDS_MAX` × the write buffer).
+const PUMP_ROUNDS_MAX: u32 = 4;
 /// Source addresses whose failed logins and evictions are remembered.
 const SOURCES_MAX: usize = 1024;
 /// At most one log line per source (or per kind of refusal) per this many ms.
@@ -81,8 +86,9 @@ pub struct Gateway {
     listener: TcpListener,
     token_base: usize,
     conns: Vec<Option<Connection>>,
-    /// Write buffers of closed connections, reused: nothing is allocated per connection.
-    buffers: Vec<Box<[u8]>>,
+    /// Write and read buffers of closed connections, reused: nothing is allocated per
+    /// connection.
+    buffers: Vec<connection::Buffers>,
     sources: SourceTable<SourceRecord>,
     rules: BackoffRules,
     /// The last accept turn stopped at its bound: the backlog may hold more.
@@ -121,7 +127,12 @@ impl Gateway {
         registry.register(&mut listener, Token(token_base), Interest::READABLE)?;
         let max = cfg.max_connections as usize;
         let buffers = (0..max)
-            .map(|_| vec![0u8; connection::WRITE_BUFFER_BYTES].into_boxed_slice())
+            .map(|_| {
+                (
+                    vec![0u8; connection::WRITE_BUFFER_BYTES].into_boxed_slice(),
+                    vec![0u8; connection::READ_BUFFER_BYTES].into_boxed_slice(),
+                )
+            })
             .collect();
         Ok(Gateway {
             listener,
@@ -255,8 +266,8 @@ impl Gateway {
                 continue;
             }
             tracing::debug!(%peer, "gateway connection opened");
-            let buffer = self.buffers.pop().expect("one buffer per free slot");
-            self.conns[index] = Some(Connection::new(stream, peer, now_ns, buffer));
+            let buffers = self.buffers.pop().expect("buffers per free slot");
+            self.conns[index] = Some(Connection::new(stream, peer, now_ns, buffers));
             if !self.read_again.contains(&index) {
                 self.read_again.push(index);
             }
@@ -438,7 +449,7 @@ impl Gateway {
             tracing::debug!(peer = %conn.peer, "gateway connection closed: {why}");
         }
         let _ = registry.deregister(&mut conn.stream);
-        self.buffers.push(conn.take_buffer());
+        self.buffers.push(conn.take_buffers());
         debug_assert!(self.buffers.len() <= self.conns.len());
     }
 
@@ -452,7 +463,7 @@ impl Gateway {
         now_ns: u64,
     ) -> Option<String> {
         // Bounded by the framing buffer: each packet consumes at least 3 bytes of it.
-        for _ in 0..soupbin::CLIENT_MAX_PACKET_LEN + 2 {
+        for _ in 0..conn.reader.capacity() / 3 + 2 {
             if matches!(conn.state, State::LoggedIn { .. }) && !intake.has_room() {
                 // Leave the rest framed but unread; this connection is served again later.
                 if !self.read_again.contains(&index) {
@@ -582,19 +593,38 @@ impl Gateway {
     /// Send every released sequenced message to its session (call after the journal flush,
     /// so a reply never leaves before its input is durable). Disconnects slow readers.
     pub fn pump(&mut self, streams: &[StreamReader], registry: &Registry, now_ns: u64) {
-        for index in 0..self.conns.len() {
-            let Some(mut conn) = self.conns[index].take() else {
+        // Only logged-in sessions get replies, and in a small batch most have nothing new:
+        // look before moving a connection out of its slot (moving every slot of the table
+        // on every turn was most of the loop's instructions at 2,000 inputs/s).
+        assert_eq!(streams.len(), self.live.len(), "one stream per account");
+        for (account, stream) in streams.iter().enumerate() {
+            let Some(index) = self.live[account] else {
                 continue;
             };
+            let conn = self.conns[index].as_ref().expect("a live session's slot");
+            if conn.pending_bytes() == 0 && !conn.has_unsent(stream) {
+                continue;
+            }
+            let mut conn = self.conns[index].take().expect("a live session's slot");
+            let State::LoggedIn { session, .. } = conn.state else {
+                unreachable!("live sessions are logged in")
+            };
+            assert_eq!(session.account.0 as usize, account);
             let mut reason = None;
-            if let State::LoggedIn { session, .. } = conn.state {
-                let stream = &streams[session.account.0 as usize];
+            // One write per session per batch; a batch whose replies exceed the write
+            // buffer refills it while the socket takes everything, instead of waiting
+            // for the next turn of the loop (no event comes for a still-writable socket).
+            for _ in 0..PUMP_ROUNDS_MAX {
                 conn.fill_from(stream);
                 if let Err(e) = conn.flush(now_ns) {
                     reason = Some(format!("write failed: {e}"));
+                    break;
                 }
-                reason = reason.or_else(|| self.check_lag(&conn, stream));
+                if conn.pending_bytes() > 0 || !conn.has_unsent(stream) {
+                    break;
+                }
             }
+            reason = reason.or_else(|| self.check_lag(&conn, stream));
             self.settle(index, conn, reason, registry);
         }
     }

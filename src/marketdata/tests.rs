@@ -136,9 +136,14 @@ fn refused_sends_are_kept_and_retried_in_order() {
     for n in 1..=100 {
         tx.publish_itch(&add_order(n), 10);
     }
-    // Packet 1 was refused, packet 2 queued behind it and the retry refused too.
+    // Packets 1 and 2 are full and sealed, waiting for the flush (one sendmmsg for all).
     assert_eq!(tx.backlog_packets(), 2);
+    // The flush offers packets 1-3 together: refused, all kept; the retry refused too.
     tx.flush(20);
+    assert_eq!(tx.backlog_packets(), 3);
+    tx.flush(21);
+    assert_eq!(tx.backlog_packets(), 3);
+    tx.flush(22);
     assert_eq!(tx.backlog_packets(), 0);
     let mut next = 1;
     while next <= 100 {
@@ -158,34 +163,68 @@ fn a_full_backlog_drops_the_oldest_packet_and_counts_it() {
     let mut config = publisher_config(group);
     config.backlog_packets = 1;
     let mut tx = FeedPublisher::new(&config, 1, 0).unwrap();
-    tx.refuse_next_sends(2);
+    tx.refuse_next_sends(1);
     for n in 1..=100 {
         tx.publish_itch(&add_order(n), 10);
     }
+    // Packets 1-3 are offered together and refused: a backlog of one keeps packet 3.
     tx.flush(20);
-    // Packet 1 (messages 1..=36) was dropped for packet 2; receivers see the gap.
+    assert_eq!(tx.backlog_packets(), 1);
+    tx.flush(21);
+    // Packets 1 and 2 (messages 1..=72) were dropped; receivers see the gap.
     let r = rx.recv().unwrap();
     assert_eq!(
         r.observed,
         Observed::Gap {
             first: 1,
-            count: 36
+            count: 72
         }
     );
-    let r = rx.recv().unwrap();
-    assert_eq!(
-        (r.observed, r.packet.next_sequence()),
-        (Observed::InOrder, 101)
-    );
+    assert_eq!(r.packet.next_sequence(), 101);
     let stats = tx.stats();
-    assert_eq!((stats.dropped_packets, stats.dropped_messages), (1, 36));
-    assert_eq!(stats.messages_sent, 64);
+    assert_eq!((stats.dropped_packets, stats.dropped_messages), (2, 72));
+    assert_eq!(stats.messages_sent, 28);
     // Nothing is pending, so the next thing on the wire is a heartbeat saying 101.
-    tx.poll_timers(20 + 50 * MS);
+    tx.poll_timers(21 + 50 * MS);
     let r = rx.recv().unwrap();
     assert_eq!(
         (r.packet.kind(), r.packet.header.sequence),
         (PacketKind::Heartbeat, 101)
+    );
+}
+
+/// A released batch larger than one `sendmmsg`: every packet arrives, in order, packed as
+/// before, in ceil(packets / SEND_BATCH_PACKETS) system calls.
+#[test]
+fn a_large_batch_goes_out_in_few_calls_and_in_order() {
+    let group = unique_group();
+    let mut rx = FeedReceiver::join(group, Ipv4Addr::LOCALHOST, WAIT).unwrap();
+    let mut tx = FeedPublisher::new(&publisher_config(group), 1, 0).unwrap();
+    // 36 Add Orders fill a 1,400-byte packet: 70 full packets.
+    let packets = 70u64;
+    let total = 36 * packets;
+    for n in 1..=total {
+        tx.publish_itch(&add_order(n), 10);
+    }
+    tx.flush(20);
+    assert_eq!(tx.backlog_packets(), 0);
+    assert_eq!(tx.batch_calls(), 5, "16 + 16 + 16 + 16 + 6 packets");
+    let mut next = 1u64;
+    for _ in 0..packets {
+        let (bytes, observed) = recv_packet(&mut rx);
+        assert_eq!(observed, Observed::InOrder);
+        let p = Packet::decode(&bytes).unwrap();
+        assert_eq!((p.header.sequence, p.message_count()), (next, 36));
+        for (sequence, message) in p.messages() {
+            assert_eq!(Message::decode(message).unwrap(), add_order(sequence));
+        }
+        next = p.next_sequence();
+    }
+    assert_eq!(next, total + 1);
+    let stats = tx.stats();
+    assert_eq!(
+        (stats.data_packets_sent, stats.messages_sent),
+        (packets, total)
     );
 }
 

@@ -397,6 +397,28 @@ impl FrameReader {
         }
     }
 
+    /// Like [`FrameReader::new`], receiving into `buf` (a pooled buffer, so a server allocates
+    /// nothing per connection). A buffer larger than one packet lets one read take many
+    /// packets: a gateway reads everything a client has sent in one call.
+    pub fn with_buffer(max_packet_len: usize, buf: Box<[u8]>) -> FrameReader {
+        assert!((1..=MAX_PACKET_LEN).contains(&max_packet_len));
+        assert!(buf.len() >= LENGTH_FIELD_LEN + max_packet_len);
+        FrameReader {
+            buf,
+            start: 0,
+            end: 0,
+            max_packet_len,
+            failed: None,
+        }
+    }
+
+    /// Give the buffer back (for a pool); the reader holds nothing afterwards.
+    pub fn take_buffer(&mut self) -> Box<[u8]> {
+        self.start = 0;
+        self.end = 0;
+        std::mem::take(&mut self.buf)
+    }
+
     /// Fixed size of the internal buffer in bytes.
     pub fn capacity(&self) -> usize {
         self.buf.len()
@@ -416,11 +438,16 @@ impl FrameReader {
         self.failed
     }
 
-    /// Free space to receive into. Empty only while a complete packet is buffered: drain
-    /// [`FrameReader::next_packet`] first.
+    /// Free space to receive into. Empty only while the buffer holds complete packets not yet
+    /// taken: drain [`FrameReader::next_packet`] first.
     pub fn read_space(&mut self) -> &mut [u8] {
-        if self.end == self.buf.len() && self.start > 0 {
-            // Move the partial packet to the front; at most one packet's worth is copied.
+        if self.start == self.end {
+            // Everything consumed: receive at the front, so a read gets the whole buffer.
+            self.start = 0;
+            self.end = 0;
+        } else if self.end == self.buf.len() && self.start > 0 {
+            // Move what is unconsumed to the front (at most one packet's worth unless the
+            // owner stopped taking packets: then the buffer is bounded by its size).
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
