@@ -211,6 +211,36 @@ impl TokenTable {
         entries
     }
 
+    /// Recorded entries in slot order (for a state snapshot; allocates).
+    pub fn slot_entries(&self) -> Vec<(u32, Token, TokenState)> {
+        (0..self.entries.len() as u32)
+            .map(|slot| (slot, self.entries[slot as usize].0, self.state(slot)))
+            .filter(|e| e.2 != TokenState::Void)
+            .collect()
+    }
+
+    /// Slots in use or voided (one past the highest slot handed out).
+    pub fn slots(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Tokens the table may hold.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Record a token of a restored state; `None` if the table is full or already has it
+    /// (bytes that are not a state of this venue).
+    pub fn insert_restored(&mut self, token: Token, state: TokenState) -> Option<u32> {
+        if self.is_full() || state == TokenState::Void || matches!(state, TokenState::Pending(_)) {
+            return None;
+        }
+        match self.lookup(&token) {
+            Ok(_) => None,
+            Err(vacant) => Some(self.insert_vacant(vacant, token, state)),
+        }
+    }
+
     pub fn allocated_bytes(&self) -> usize {
         // Index: one u32 and one control byte per bucket; entries: one (token, state) each;
         // the free list: one u32 per token.
