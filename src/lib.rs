@@ -19,6 +19,7 @@ pub mod journal;
 pub mod limits;
 pub mod marketdata;
 pub mod replay;
+pub mod snapshot;
 pub mod replication;
 pub mod sequencer;
 pub mod stream;
