@@ -8,9 +8,9 @@
 use crate::exchange::{Exchange, Input, Sink, StateDigest};
 use crate::journal::{JournalError, JournalReader};
 use crate::sequencer::record::{self, DayHeader, KIND_NOOP, KIND_START_OF_DAY};
+use crate::snapshot::{self, Schedule, Snapshot, StreamPosition};
 use crate::types::{AccountId, Timestamp};
 use crate::wire::{itch, ouch};
-use crate::snapshot::{self, Schedule, Snapshot, StreamPosition};
 use sha2::digest::common::hazmat::{SerializableState, SerializedState};
 use sha2::{Digest, Sha256};
 use std::io::Write;
@@ -440,8 +440,7 @@ pub fn replay_with(
             && let Streams::Digest(d) = &streams
         {
             let snap = take(&exchange, d, inputs, r.timestamp, header_digest);
-            snapshot::write_atomic(dir, snap.last_seq, &snap.encode())
-                .map_err(ReplayError::Io)?;
+            snapshot::write_atomic(dir, snap.last_seq, &snap.encode()).map_err(ReplayError::Io)?;
             snapshot::prune(dir, snapshot::KEEP);
             snapshots_written += 1;
         }
@@ -495,9 +494,13 @@ fn resume<'w>(
 ) -> Result<(Exchange, Streams<'w>), String> {
     let accounts = header.venue.accounts.len();
     if s.streams.len() != accounts + 1 {
-        return Err(format!("{} streams for {accounts} accounts", s.streams.len()));
+        return Err(format!(
+            "{} streams for {accounts} accounts",
+            s.streams.len()
+        ));
     }
-    let exchange = Exchange::from_state(header.venue.clone(), &s.state).map_err(|e| e.to_string())?;
+    let exchange =
+        Exchange::from_state(header.venue.clone(), &s.state).map_err(|e| e.to_string())?;
     if exchange.last_seq() > s.last_seq {
         return Err("the state is past the snapshot's record".into());
     }
@@ -507,7 +510,8 @@ fn resume<'w>(
             ouch: s.streams[1..].iter().map(|p| p.messages).collect(),
         })
     } else {
-        let hashers: Option<Vec<StreamHasher>> = s.streams.iter().map(StreamHasher::resume).collect();
+        let hashers: Option<Vec<StreamHasher>> =
+            s.streams.iter().map(StreamHasher::resume).collect();
         let mut hashers = hashers.ok_or("no stream digest states (use --no-digest)")?;
         let itch = hashers.remove(0);
         let mut sink = DigestSink::new(accounts, None);

@@ -23,6 +23,8 @@
 //! fsync of the directory. A crash leaves either the old set of snapshots or the new one (a
 //! stray temporary file is ignored and removed by the next write).
 
+pub mod writer;
+
 use crate::types::Timestamp;
 use sha2::{Digest, Sha256};
 use std::io::Write;
@@ -314,7 +316,8 @@ impl Schedule {
         if self.last_ns == 0 {
             self.last_ns = timestamp.0; // the first input starts the clock
         }
-        let by_count = self.every_inputs > 0 && inputs >= self.last_inputs + self.every_inputs;
+        let by_count =
+            self.every_inputs > 0 && inputs >= self.last_inputs.saturating_add(self.every_inputs);
         let by_time = self.every_ns > 0
             && inputs > self.last_inputs
             && timestamp.0 >= self.last_ns.saturating_add(self.every_ns);
@@ -378,7 +381,8 @@ mod tests {
             };
             write_atomic(day, seq, &s.encode()).unwrap();
         }
-        let pick = |through| load_latest(day, &digest, through, |_| Ok(())).map(|(s, ())| s.last_seq);
+        let pick =
+            |through| load_latest(day, &digest, through, |_| Ok(())).map(|(s, ())| s.last_seq);
         assert_eq!(pick(100), Some(30));
         assert_eq!(pick(25), Some(20), "past the journal's end: skipped");
         // Damage the newest: the next one is used.
