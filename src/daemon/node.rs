@@ -144,8 +144,8 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         };
         let mut writer = SnapshotWriter::start(setup)
             .map_err(|e| format!("cannot start the snapshot writer: {e}"))?;
-        // Count from the recovered end (the first input after it starts the time trigger).
-        writer.start_at(self.last_seq(), Timestamp(0));
+        // The points are the journal's: count on from its last record.
+        writer.start_at(self.last_seq(), self.recovery.last_timestamp);
         self.state_snapshots = Some(writer);
         Ok(())
     }
@@ -682,6 +682,8 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             .append(KIND_START_OF_DAY, &payload)
             .map_err(|e| e.to_string())?;
         assert_eq!(seq, 1, "a new journal starts at 1");
+        // The journal's last timestamp now (the snapshot schedule counts time from it).
+        self.report.last_timestamp = timestamp;
         state.day_started = true;
         let input = Input {
             seq,

@@ -278,13 +278,15 @@ pub fn load_latest<T>(
     None
 }
 
-/// When to take a snapshot, decided from journaled values only (input counts and the
-/// journaled timestamps), so the snapshots are a deterministic function of the journal.
+/// When to take a snapshot, decided from journaled values only, so the snapshots are a
+/// deterministic function of the journal whatever the restarts: after every input whose count
+/// is a multiple of `every_inputs`, and after the first input of every `every_seconds`
+/// window of journaled time (timestamps count from the journal's midnight).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Schedule {
     /// A snapshot every this many inputs (0: not by count).
     pub every_inputs: u64,
-    /// A snapshot once this many nanoseconds of journaled time passed (0: not by time).
+    /// A snapshot per this many nanoseconds of journaled time (0: not by time).
     pub every_ns: u64,
     last_inputs: u64,
     last_ns: u64,
@@ -300,7 +302,8 @@ impl Schedule {
         }
     }
 
-    /// Start counting from a point already covered (a snapshot loaded, or the day start).
+    /// The last input already applied (its count and journaled timestamp): a restart, a
+    /// loaded snapshot, the day's start.
     pub fn start_at(&mut self, inputs: u64, timestamp: Timestamp) {
         self.last_inputs = inputs;
         self.last_ns = timestamp.0;
@@ -310,20 +313,15 @@ impl Schedule {
         self.every_inputs > 0 || self.every_ns > 0
     }
 
-    /// Is a snapshot due after `inputs` inputs, the last one journaled at `timestamp`? If so
-    /// the schedule counts from here.
+    /// Is a snapshot due after input number `inputs`, journaled at `timestamp`?
+    #[inline]
     pub fn due(&mut self, inputs: u64, timestamp: Timestamp) -> bool {
-        if self.last_ns == 0 {
-            self.last_ns = timestamp.0; // the first input starts the clock
-        }
+        let window = |v: u64, every: u64| v.checked_div(every).unwrap_or(0);
         let by_count =
-            self.every_inputs > 0 && inputs >= self.last_inputs.saturating_add(self.every_inputs);
-        let by_time = self.every_ns > 0
-            && inputs > self.last_inputs
-            && timestamp.0 >= self.last_ns.saturating_add(self.every_ns);
-        if by_count || by_time {
-            self.start_at(inputs, timestamp);
-        }
+            window(inputs, self.every_inputs) > window(self.last_inputs, self.every_inputs);
+        let by_time = window(timestamp.0, self.every_ns) > window(self.last_ns, self.every_ns);
+        self.last_inputs = inputs;
+        self.last_ns = self.last_ns.max(timestamp.0);
         by_count || by_time
     }
 }
@@ -377,6 +375,7 @@ mod tests {
         for seq in [10u64, 20, 30] {
             let s = Snapshot {
                 last_seq: seq,
+                inputs: seq,
                 ..sample()
             };
             write_atomic(day, seq, &s.encode()).unwrap();
@@ -407,10 +406,22 @@ mod tests {
         assert_eq!(due, [3, 6, 9]);
         let mut by_time = Schedule::new(0, 2);
         let second = 1_000_000_000;
+        by_time.start_at(0, Timestamp(10 * second));
         let due: Vec<u64> = (1..=10)
             .filter(|&n| by_time.due(n, Timestamp(10 * second + n * second)))
             .collect();
-        assert_eq!(due, [3, 5, 7, 9]);
+        assert_eq!(
+            due,
+            [2, 4, 6, 8, 10],
+            "at the first input of each 2 s window"
+        );
+        // The same points whatever the restart: count from where the journal ends.
+        let mut restarted = Schedule::new(3, 0);
+        restarted.start_at(4, Timestamp(0));
+        let due: Vec<u64> = (5..=10)
+            .filter(|&n| restarted.due(n, Timestamp(n)))
+            .collect();
+        assert_eq!(due, [6, 9]);
         assert!(!Schedule::new(0, 0).enabled());
     }
 }

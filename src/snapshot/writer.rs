@@ -6,9 +6,10 @@
 //! messages (incrementally: each message is hashed once per day), and writes the file
 //! atomically.
 //!
-//! One snapshot is in flight at a time: while the writer is busy, a due snapshot waits for
-//! the first input after the writer is done (the schedule is only asked then), so a burst
-//! never queues state copies.
+//! The points are the schedule's alone (journaled counts and times), never the writer's
+//! pace: up to [`BUFFERS`] snapshots may be in flight, each in its own buffer reserved at
+//! start-up; a snapshot due while every buffer is still being written is skipped with a log
+//! line (an overload: snapshots closer together than the disk can write them).
 
 use super::{Schedule, Snapshot};
 use crate::replay::StreamHasher;
@@ -25,6 +26,8 @@ use std::time::{Duration, Instant};
 /// after durability) before it drops that snapshot with a log line.
 const PUBLISH_WAIT_MS_MAX: u64 = 60_000;
 const PUBLISH_POLL_MS: u64 = 2;
+/// Snapshots in flight at most (buffers reserved at start-up).
+pub const BUFFERS: usize = 2;
 
 /// What the engine thread hands over.
 struct Job {
@@ -42,8 +45,8 @@ pub struct SnapshotWriter {
     schedule: Schedule,
     jobs: Option<SyncSender<Job>>,
     buffers: Receiver<Vec<u8>>,
-    /// The buffer to encode into; `None` while a snapshot is being written.
-    spare: Option<Vec<u8>>,
+    /// Buffers to encode into (the others are being written).
+    spare: Vec<Vec<u8>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -62,12 +65,14 @@ pub struct WriterSetup {
 
 impl SnapshotWriter {
     pub fn start(setup: WriterSetup) -> std::io::Result<SnapshotWriter> {
-        let (jobs, job_rx) = sync_channel::<Job>(1);
-        let (buffer_tx, buffers) = sync_channel::<Vec<u8>>(1);
+        let (jobs, job_rx) = sync_channel::<Job>(BUFFERS);
+        let (buffer_tx, buffers) = sync_channel::<Vec<u8>>(BUFFERS);
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = stop.clone();
         let schedule = setup.schedule;
-        let spare = Vec::with_capacity(setup.buffer_bytes);
+        let spare = (0..BUFFERS)
+            .map(|_| Vec::with_capacity(setup.buffer_bytes))
+            .collect();
         let thread = std::thread::Builder::new()
             .name("snapshot".into())
             .spawn(move || write_loop(setup, job_rx, buffer_tx, &thread_stop))?;
@@ -75,7 +80,7 @@ impl SnapshotWriter {
             schedule,
             jobs: Some(jobs),
             buffers,
-            spare: Some(spare),
+            spare,
             stop,
             thread: Some(thread),
         })
@@ -86,16 +91,28 @@ impl SnapshotWriter {
         self.schedule.start_at(inputs, timestamp);
     }
 
-    /// After each input: is a snapshot due (and the writer free to take it)?
+    /// After each input: is a snapshot due? (Skipped with a log line when every buffer is
+    /// still being written.)
     #[inline]
     pub fn due(&mut self, inputs: u64, timestamp: Timestamp) -> bool {
-        if self.spare.is_none() {
+        if !self.schedule.due(inputs, timestamp) {
+            return false;
+        }
+        // Bounded: at most BUFFERS buffers exist.
+        for _ in 0..BUFFERS {
             match self.buffers.try_recv() {
-                Ok(buffer) => self.spare = Some(buffer),
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return false,
+                Ok(buffer) => self.spare.push(buffer),
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
             }
         }
-        self.schedule.due(inputs, timestamp)
+        if self.spare.is_empty() {
+            tracing::warn!(
+                inputs,
+                "snapshot skipped: the writer is still writing the previous {BUFFERS}"
+            );
+            return false;
+        }
+        true
     }
 
     /// Encode the state with `encode` (on this thread: the pause) and hand it over.
@@ -107,14 +124,14 @@ impl SnapshotWriter {
         counts: Vec<u64>,
         encode: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>,
     ) {
-        let Some(mut state) = self.spare.take() else {
+        let Some(mut state) = self.spare.pop() else {
             return;
         };
         let started = Instant::now();
         state.clear();
         if let Err(e) = encode(&mut state) {
             tracing::error!("snapshot not taken: encoding the state: {e}");
-            self.spare = Some(state);
+            self.spare.push(state);
             return;
         }
         let job = Job {
