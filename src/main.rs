@@ -286,7 +286,12 @@ fn replay(
         report.inputs_per_second()
     );
     if report.snapshots_written > 0 {
-        println!("wrote {} snapshots", report.snapshots_written);
+        println!(
+            "wrote {} snapshots (largest {} bytes; encoding the state took at most {:.1} ms)",
+            report.snapshots_written,
+            report.snapshot_bytes_max,
+            report.snapshot_encode_max.as_secs_f64() * 1e3
+        );
     }
     for line in report.digest_lines() {
         println!("{line}");

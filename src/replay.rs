@@ -149,6 +149,10 @@ pub struct ReplayReport {
     pub applied: u64,
     /// Snapshots written by this run.
     pub snapshots_written: u64,
+    /// The longest encoding of the state for one of them (the pause the daemon's engine
+    /// thread takes for a snapshot of the same state), and the largest file.
+    pub snapshot_encode_max: std::time::Duration,
+    pub snapshot_bytes_max: u64,
 }
 
 impl ReplayReport {
@@ -409,6 +413,8 @@ pub fn replay_with(
         schedule.start_at(inputs, timestamp);
     }
     let mut snapshots_written = 0;
+    let mut snapshot_encode_max = std::time::Duration::ZERO;
+    let mut snapshot_bytes_max = 0;
     let mut seq = exchange.last_seq().max(from_snapshot.unwrap_or(0));
     while seq < verified.last_seq {
         let Some(r) = reader.next()? else { break };
@@ -439,8 +445,12 @@ pub fn replay_with(
             && schedule.due(inputs, r.timestamp)
             && let Streams::Digest(d) = &streams
         {
+            let encode_started = std::time::Instant::now();
             let snap = take(&exchange, d, inputs, r.timestamp, header_digest);
-            snapshot::write_atomic(dir, snap.last_seq, &snap.encode()).map_err(ReplayError::Io)?;
+            snapshot_encode_max = snapshot_encode_max.max(encode_started.elapsed());
+            let bytes = snap.encode();
+            snapshot_bytes_max = snapshot_bytes_max.max(bytes.len() as u64);
+            snapshot::write_atomic(dir, snap.last_seq, &bytes).map_err(ReplayError::Io)?;
             snapshot::prune(dir, snapshot::KEEP);
             snapshots_written += 1;
         }
@@ -481,6 +491,8 @@ pub fn replay_with(
         from_snapshot,
         applied,
         snapshots_written,
+        snapshot_encode_max,
+        snapshot_bytes_max,
     })
 }
 
