@@ -1025,7 +1025,7 @@ fn replay_journal<F: FeedOut>(
             };
             core.apply(&input, streams);
         }
-        if done % (1 << 16) == 0 {
+        if done.is_multiple_of(1 << 16) {
             progress(done, last_seq);
         }
         if r.seq == last_seq {
