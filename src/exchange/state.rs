@@ -9,7 +9,7 @@
 //!   today (history kept for `max_day_shares`; the open orders and shares of the limits are
 //!   the books' and are counted again as the orders are restored);
 //! - every account's token table in slot order (token, routed or not, symbol), with no
-//!   pending token: the state is taken settled;
+//!   pending token: the state is taken settled (walked in place: no copy of the table);
 //! - every symbol's resting orders in **order reference order**, which is the order they
 //!   were inserted into the book: re-inserting them in that order rebuilds both the
 //!   price-time priority within each price (displayed and hidden queues) and the expiry order
@@ -58,8 +58,6 @@ struct SavedOrder {
     leaves: u32,
     hidden: bool,
     deadline_ms: u32,
-    /// Index of its token in its account's saved token list.
-    token_index: u32,
     resting: Resting,
 }
 
@@ -94,14 +92,10 @@ pub(crate) fn save(
         w.u8(u8::from(front.blocked[account]))?;
         w.u64(executed)?;
     }
-    // Token tables in slot order; slot -> index in what is written, for the orders.
-    let mut token_index: Vec<Vec<u32>> = Vec::with_capacity(accounts);
+    // Token tables in slot order, walked in place.
     for table in &front.tokens {
-        let entries = table.slot_entries();
-        let mut index = vec![u32::MAX; table.slots()];
-        w.u32(entries.len() as u32)?;
-        for (n, &(slot, token, state)) in entries.iter().enumerate() {
-            index[slot as usize] = n as u32;
+        w.u32(table.len() as u32)?;
+        for (token, state) in table.entries_in_slot_order() {
             w.bytes(&token.0)?;
             match state {
                 TokenState::Unrouted => {
@@ -115,10 +109,9 @@ pub(crate) fn save(
                 TokenState::Pending(_) | TokenState::Void => unreachable!("settled, filtered"),
             }
         }
-        token_index.push(index);
     }
     for symbol in 0..front.halted.len() as u16 {
-        let orders = saved_orders(front, shards, merge, symbol, &token_index);
+        let orders = saved_orders(shards, merge, symbol);
         w.u32(orders.len() as u32)?;
         for o in &orders {
             w.u64(o.order_ref)?;
@@ -128,7 +121,7 @@ pub(crate) fn save(
             w.u8(u8::from(o.hidden))?;
             w.u32(o.deadline_ms)?;
             w.u16(o.resting.account)?;
-            w.u32(o.token_index)?;
+            w.bytes(&o.resting.token.0)?;
             w.u32(o.resting.chain_executed)?;
             w.u8(o.resting.side_letter)?;
             w.u8(o.resting.display)?;
@@ -139,21 +132,12 @@ pub(crate) fn save(
 }
 
 /// The resting orders of `symbol` in order reference (insertion) order.
-fn saved_orders(
-    front: &Front,
-    shards: &[Shard],
-    merge: &Merge,
-    symbol: u16,
-    token_index: &[Vec<u32>],
-) -> Vec<SavedOrder> {
+fn saved_orders(shards: &[Shard], merge: &Merge, symbol: u16) -> Vec<SavedOrder> {
     let book = shards[shard_of(symbol, shards.len())].book(symbol);
     let mut orders = Vec::with_capacity(book.order_count() as usize);
     for side in [Side::Buy, Side::Sell] {
         book.for_each_order(side, |o| {
             let p = *o.payload;
-            let slot = front.tokens[p.account as usize]
-                .find(&p.token)
-                .expect("a resting order's token is recorded");
             orders.push(SavedOrder {
                 order_ref: merge.refs[symbol as usize][o.handle.0 as usize],
                 side,
@@ -161,7 +145,6 @@ fn saved_orders(
                 leaves: o.leaves,
                 hidden: o.hidden,
                 deadline_ms: o.deadline_ms,
-                token_index: token_index[p.account as usize][slot as usize],
                 resting: p,
             });
         });
@@ -219,11 +202,14 @@ pub(crate) fn restore(
             return bad("shares executed by an account without limits");
         }
     }
-    let mut tokens: Vec<Vec<(Token, u32)>> = Vec::with_capacity(accounts);
     for account in 0..accounts {
         let count = r.u32()? as usize;
         let table = &mut front.tokens[account];
-        let mut slots = Vec::with_capacity(count.min(table.limit()));
+        if count > table.limit() {
+            return bad(format!(
+                "account {account}: more tokens than its table holds"
+            ));
+        }
         for _ in 0..count {
             let token = Alpha(r.array::<14>()?);
             let state = match (r.u8()?, r.u16()?) {
@@ -231,14 +217,12 @@ pub(crate) fn restore(
                 (1, symbol) if (symbol as usize) < symbols => TokenState::Routed(symbol),
                 _ => return bad("token state out of range"),
             };
-            let Some(slot) = table.insert_restored(token, state) else {
+            if table.insert_restored(token, state).is_none() {
                 return bad(format!(
                     "account {account}: token table full or token twice"
                 ));
-            };
-            slots.push((token, slot));
+            }
         }
-        tokens.push(slots);
     }
     for symbol in 0..symbols as u16 {
         let count = r.u32()?;
@@ -251,16 +235,17 @@ pub(crate) fn restore(
             let hidden = r.u8()? != 0;
             let deadline_ms = r.u32()?;
             let account = r.u16()?;
-            let token_index = r.u32()? as usize;
+            let token: Token = Alpha(r.array::<14>()?);
             let chain_executed = r.u32()?;
             let (side_letter, display, capacity) = (r.u8()?, r.u8()?, r.u8()?);
             if order_ref <= last_ref || order_ref >= next_order_ref {
                 return bad("order references out of order or range");
             }
             last_ref = order_ref;
-            let Some(&(token, slot)) = tokens
+            let Some((slot, state)) = front
+                .tokens
                 .get(account as usize)
-                .and_then(|t| t.get(token_index))
+                .and_then(|t| t.get(&token))
             else {
                 return bad("an order names no recorded token");
             };
@@ -275,7 +260,7 @@ pub(crate) fn restore(
             if leaves == 0 || hidden == resting.displayed() {
                 return bad("an order with no shares or a display that contradicts it");
             }
-            if front.tokens[account as usize].state(slot) != TokenState::Routed(symbol) {
+            if state != TokenState::Routed(symbol) {
                 return bad("an order whose token was not routed to its symbol");
             }
             let shard = &mut shards[shard_of(symbol, merge_shards(merge))];

@@ -211,17 +211,12 @@ impl TokenTable {
         entries
     }
 
-    /// Recorded entries in slot order (for a state snapshot; allocates).
-    pub fn slot_entries(&self) -> Vec<(u32, Token, TokenState)> {
-        (0..self.entries.len() as u32)
-            .map(|slot| (slot, self.entries[slot as usize].0, self.state(slot)))
-            .filter(|e| e.2 != TokenState::Void)
-            .collect()
-    }
-
-    /// Slots in use or voided (one past the highest slot handed out).
-    pub fn slots(&self) -> usize {
-        self.entries.len()
+    /// Recorded entries in slot order (a state snapshot walks them in place).
+    pub fn entries_in_slot_order(&self) -> impl Iterator<Item = (Token, TokenState)> + '_ {
+        self.entries
+            .iter()
+            .copied()
+            .filter(|e| e.1 != TokenState::Void)
     }
 
     /// Tokens the table may hold.
