@@ -380,6 +380,8 @@ pub fn replay_with(
         None
     };
     let from_snapshot = loaded.as_ref().map(|(s, _)| s.last_seq);
+    // The last input already applied, for the snapshot schedule.
+    let resumed_at = loaded.as_ref().map_or(timestamp, |(s, _)| s.timestamp);
     let (mut exchange, mut streams, mut inputs, mut applied) = match loaded {
         Some((s, (exchange, streams))) => {
             reader = JournalReader::open(dir, s.last_seq + 1)?;
@@ -410,7 +412,7 @@ pub fn replay_with(
     };
     let mut schedule = options.write_snapshots;
     if let Some(schedule) = &mut schedule {
-        schedule.start_at(inputs, timestamp);
+        schedule.start_at(inputs, resumed_at);
     }
     let mut snapshots_written = 0;
     let mut snapshot_encode_max = std::time::Duration::ZERO;
