@@ -264,6 +264,12 @@ pub(crate) fn restore(
                 return bad("an order whose token was not routed to its symbol");
             }
             let shard = &mut shards[shard_of(symbol, merge_shards(merge))];
+            if shard
+                .live_order(crate::types::AccountId(account), slot, &token, symbol)
+                .is_some()
+            {
+                return bad("two resting orders with one token");
+            }
             let placed = shard.restore_order(
                 symbol,
                 side,
