@@ -164,28 +164,43 @@ fn a_damaged_snapshot_is_skipped_for_an_older_one_or_a_full_replay() {
 /// refused or restored, never a panic: every count and cross-reference is checked.
 #[test]
 fn a_changed_state_is_refused_or_restored_never_a_panic() {
-    let temp = tempfile::tempdir().unwrap();
-    let dir = copy_journal("venue-controls", temp.path());
-    write_every(&dir, 40);
-    let (_, path) = snapshot::list(&dir).remove(0);
-    let s = snapshot::Snapshot::decode(&std::fs::read(path).unwrap()).unwrap();
-    let mut reader = bourse::journal::JournalReader::open(&dir, 1).unwrap();
-    let (header, _) = replay::read_header(&mut reader).unwrap();
-    let venue = header.venue;
-    assert!(bourse::exchange::Exchange::from_state(venue.clone(), &s.state).is_ok());
+    use bourse::exchange::{Discard, Exchange, Limits};
+    use bourse::workload::{self, Spec, Workload};
+    // A realistic day on small tables (each try builds them all).
+    let stream = workload::generate(Spec {
+        ops: 4_000,
+        ..Spec::standard(Workload::Realistic, 7)
+    });
+    let stats = &stream.stats;
+    let limits = Limits {
+        orders_per_symbol: (stats.max_resting + 64).next_power_of_two(),
+        levels_per_side: (stats.max_levels + 16).next_power_of_two(),
+        tokens_per_account: (stats.max_tokens_per_account + 64).next_power_of_two(),
+    };
+    let venue = workload::demo_venue("AAPL", stats.accounts, limits);
+    let mut ex = Exchange::new(venue.clone()).unwrap();
+    for input in workload::to_inputs(&stream.ops, "AAPL", venue.symbols[0].tick) {
+        ex.apply(&input, &mut Discard::default());
+    }
+    assert!(ex.resting_orders() > 10, "a book to restore");
+    let mut state = Vec::new();
+    ex.save_state(&mut state).unwrap();
+    let back = Exchange::from_state(venue.clone(), &state).unwrap();
+    assert_eq!(back.state_digest(), ex.state_digest());
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    // Each try builds every table at its configured size: a few hundred tries, not more.
-    for _ in 0..200 {
+    let mut refused = 0;
+    for _ in 0..400 {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        let mut state = s.state.clone();
-        let at = (x % state.len() as u64) as usize;
-        state[at] = state[at].wrapping_add(1 + (x >> 32) as u8 % 255);
+        let mut changed = state.clone();
+        let at = (x % changed.len() as u64) as usize;
+        changed[at] = changed[at].wrapping_add(1 + ((x >> 32) % 255) as u8);
         let venue = venue.clone();
-        let outcome = std::panic::catch_unwind(move || {
-            bourse::exchange::Exchange::from_state(venue, &state).map(|_| ())
-        });
+        let outcome =
+            std::panic::catch_unwind(move || Exchange::from_state(venue, &changed).is_err());
         assert!(outcome.is_ok(), "byte {at} changed: a panic");
+        refused += u32::from(outcome.unwrap());
     }
+    assert!(refused > 0, "some changes are refused");
 }
