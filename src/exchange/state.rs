@@ -32,6 +32,8 @@ use std::io::Write;
 const MAGIC: &[u8; 24] = b"bourse-exchange-state-v1";
 /// Last bytes: a state cut short is refused even before the file checksum is looked at.
 const END: &[u8; 8] = b"end-v1\0\0";
+/// A token table entry: the token, routed or not, the symbol.
+const TOKEN_ENTRY_BYTES: usize = 14 + 1 + 2;
 
 /// A state that cannot be restored: bytes of another venue, damaged or cut short.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,18 +98,17 @@ pub(crate) fn save(
     for table in &front.tokens {
         w.u32(table.len() as u32)?;
         for (token, state) in table.entries_in_slot_order() {
-            w.bytes(&token.0)?;
-            match state {
-                TokenState::Unrouted => {
-                    w.u8(0)?;
-                    w.u16(0)?;
-                }
-                TokenState::Routed(symbol) => {
-                    w.u8(1)?;
-                    w.u16(symbol)?;
-                }
+            // One write per entry: the table is the bulk of a day's state.
+            let (routed, symbol) = match state {
+                TokenState::Unrouted => (0u8, 0u16),
+                TokenState::Routed(symbol) => (1, symbol),
                 TokenState::Pending(_) | TokenState::Void => unreachable!("settled, filtered"),
-            }
+            };
+            let mut entry = [0u8; TOKEN_ENTRY_BYTES];
+            entry[..14].copy_from_slice(&token.0);
+            entry[14] = routed;
+            entry[15..].copy_from_slice(&symbol.to_le_bytes());
+            w.bytes(&entry)?;
         }
     }
     for symbol in 0..front.halted.len() as u16 {
