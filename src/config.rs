@@ -26,6 +26,8 @@ pub struct Config {
     pub replication: ReplicationConfig,
     #[serde(default)]
     pub engine: EngineConfig,
+    #[serde(default)]
+    pub snapshot: SnapshotConfig,
     /// Raft cluster members (`src/cluster`); absent: the venue runs alone.
     #[serde(default)]
     pub cluster: Option<crate::cluster::config::ClusterConfig>,
@@ -277,6 +279,29 @@ impl Default for EngineConfig {
     }
 }
 
+/// State snapshots (`src/snapshot`): when the daemon writes one, decided from journaled
+/// values only (input counts, journaled timestamps). 0 turns a trigger off.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SnapshotConfig {
+    /// A snapshot every this many inputs.
+    pub every_inputs: u64,
+    /// A snapshot once this many seconds of journaled time passed since the last one.
+    pub every_seconds: u64,
+    /// Snapshots kept per trading day (the newest; at least 1).
+    pub keep: u32,
+}
+
+impl Default for SnapshotConfig {
+    fn default() -> Self {
+        SnapshotConfig {
+            every_inputs: 1_000_000,
+            every_seconds: 0,
+            keep: 3,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AccountConfig {
@@ -448,6 +473,7 @@ impl Config {
                 "admin.max_connections",
                 u64::from(self.admin.max_connections),
             ),
+            ("snapshot.keep", u64::from(self.snapshot.keep)),
         ];
         if let Some((key, _)) = at_least_one.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{key} must be at least 1"));

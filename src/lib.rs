@@ -21,6 +21,7 @@ pub mod marketdata;
 pub mod replay;
 pub mod replication;
 pub mod sequencer;
+pub mod snapshot;
 pub mod stream;
 pub mod types;
 pub mod wake;

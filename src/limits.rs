@@ -25,6 +25,10 @@ const _: () = assert!(OUCH_STREAM_BYTES >= OUCH_STREAM_MESSAGES * 8);
 /// checkpoint per batch). The sequencer stops taking input when this many are unreleased.
 pub const UNRELEASED_BATCHES_MAX: usize = 64;
 
+/// Bytes reserved at start-up for a state snapshot's encoding (it grows past this only if a
+/// state is larger; the buffer is reused by every later snapshot).
+pub const SNAPSHOT_BUFFER_BYTES: usize = 4 << 20;
+
 /// The output stage runs its feed timers (heartbeats, the partial packet's hold) this often.
 pub const OUTPUT_TIMERS_INTERVAL_NS: u64 = 10_000_000;
 

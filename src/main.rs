@@ -63,8 +63,20 @@ enum Command {
         #[arg(long)]
         journal: PathBuf,
         /// Also write the ITCH stream as a BinaryFILE (2-byte length + message).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "from_snapshot")]
         itch_out: Option<PathBuf>,
+        /// Recovery speed: do not encode or digest the output streams (messages are counted,
+        /// the state digest is printed, stream digests print as `-`).
+        #[arg(long)]
+        no_digest: bool,
+        /// Start from the day's newest valid snapshot (damaged ones are skipped with a log
+        /// line) and apply the journal's tail: the same digests as a full replay.
+        #[arg(long)]
+        from_snapshot: bool,
+        /// Write a snapshot into the day's `snapshots/` every N inputs (as `[snapshot]
+        /// every_inputs` does in the daemon; keeps the newest 3).
+        #[arg(long, value_name = "N", conflicts_with = "no_digest")]
+        write_snapshots_every: Option<u64>,
     },
     /// Send an operator command to a running daemon (its [admin] listen address).
     Admin {
@@ -111,7 +123,20 @@ fn main() -> ExitCode {
             config,
             truncate_corrupt_tail,
         } => standby(config, log_format, truncate_corrupt_tail),
-        Command::Replay { journal, itch_out } => replay(&journal, itch_out),
+        Command::Replay {
+            journal,
+            itch_out,
+            no_digest,
+            from_snapshot,
+            write_snapshots_every,
+        } => {
+            let options = ReplayFlags {
+                no_digest,
+                from_snapshot,
+                write_snapshots_every,
+            };
+            replay(&journal, itch_out, options)
+        }
         Command::Admin { config, action } => admin_command(config, action),
     };
     match result {
@@ -209,7 +234,18 @@ fn standby(
     })
 }
 
-fn replay(journal: &std::path::Path, itch_out: Option<PathBuf>) -> Result<(), String> {
+/// `bourse replay`'s flags beside the journal and the ITCH file.
+struct ReplayFlags {
+    no_digest: bool,
+    from_snapshot: bool,
+    write_snapshots_every: Option<u64>,
+}
+
+fn replay(
+    journal: &std::path::Path,
+    itch_out: Option<PathBuf>,
+    flags: ReplayFlags,
+) -> Result<(), String> {
     let mut file = match &itch_out {
         Some(path) => Some(std::io::BufWriter::new(
             std::fs::File::create(path)
@@ -219,7 +255,15 @@ fn replay(journal: &std::path::Path, itch_out: Option<PathBuf>) -> Result<(), St
     };
     let bar = indicatif::ProgressBar::new_spinner();
     let out = file.as_mut().map(|f| f as &mut dyn std::io::Write);
-    let report = bourse::replay::replay(journal, out, |done| {
+    let options = bourse::replay::ReplayOptions {
+        itch_out: out,
+        no_digest: flags.no_digest,
+        from_snapshot: flags.from_snapshot,
+        write_snapshots: flags
+            .write_snapshots_every
+            .map(|n| bourse::snapshot::Schedule::new(n.max(1), 0)),
+    };
+    let report = bourse::replay::replay_with(journal, options, |done| {
         bar.set_message(format!("{done} inputs"))
     })
     .map_err(|e| e.to_string())?;
@@ -230,12 +274,25 @@ fn replay(journal: &std::path::Path, itch_out: Option<PathBuf>) -> Result<(), St
     if let Some(mut f) = file {
         std::io::Write::flush(&mut f).map_err(|e| format!("writing the ITCH file: {e}"))?;
     }
+    if let Some(seq) = report.from_snapshot {
+        println!("from the snapshot after record {seq}");
+    } else if flags.from_snapshot {
+        println!("no valid snapshot: full replay");
+    }
     println!(
         "replayed {} inputs in {:.3} s: {:.0} inputs/s",
-        report.inputs,
+        report.applied,
         report.seconds,
         report.inputs_per_second()
     );
+    if report.snapshots_written > 0 {
+        println!(
+            "wrote {} snapshots (largest {} bytes; encoding the state took at most {:.1} ms)",
+            report.snapshots_written,
+            report.snapshot_bytes_max,
+            report.snapshot_encode_max.as_secs_f64() * 1e3
+        );
+    }
     for line in report.digest_lines() {
         println!("{line}");
     }

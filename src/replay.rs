@@ -8,8 +8,10 @@
 use crate::exchange::{Exchange, Input, Sink, StateDigest};
 use crate::journal::{JournalError, JournalReader};
 use crate::sequencer::record::{self, DayHeader, KIND_NOOP, KIND_START_OF_DAY};
+use crate::snapshot::{self, Schedule, Snapshot, StreamPosition};
 use crate::types::{AccountId, Timestamp};
 use crate::wire::{itch, ouch};
+use sha2::digest::common::hazmat::{SerializableState, SerializedState};
 use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::path::Path;
@@ -40,6 +42,8 @@ impl std::fmt::Debug for StreamDigest {
 pub struct StreamHasher {
     hasher: Sha256,
     pub messages: u64,
+    /// Message bytes so far (without the framing).
+    pub bytes: u64,
 }
 
 impl StreamHasher {
@@ -48,6 +52,28 @@ impl StreamHasher {
         self.hasher.update(len.to_be_bytes());
         self.hasher.update(message);
         self.messages += 1;
+        self.bytes += message.len() as u64;
+    }
+
+    /// The position and digest state, for a snapshot.
+    pub fn position(&self) -> StreamPosition {
+        StreamPosition {
+            messages: self.messages,
+            bytes: self.bytes,
+            digest_state: Some(self.hasher.serialize().to_vec()),
+        }
+    }
+
+    /// Continue a stream from a snapshot's position; `None` without a digest state (or a
+    /// state of another size).
+    pub fn resume(position: &StreamPosition) -> Option<StreamHasher> {
+        let state = position.digest_state.as_deref()?;
+        let state = SerializedState::<Sha256>::try_from(state).ok()?;
+        Some(StreamHasher {
+            hasher: Sha256::deserialize(&state).ok()?,
+            messages: position.messages,
+            bytes: position.bytes,
+        })
     }
 
     pub fn digest(&self) -> StreamDigest {
@@ -102,9 +128,11 @@ pub struct ReplayReport {
     pub inputs: u64,
     pub last_seq: u64,
     pub itch_messages: u64,
-    pub itch_digest: StreamDigest,
+    /// `None` when the streams were not digested (`--no-digest`, or a snapshot without
+    /// stream digests).
+    pub itch_digest: Option<StreamDigest>,
     /// Per account in config order: (username, messages, digest).
-    pub ouch: Vec<(String, u64, StreamDigest)>,
+    pub ouch: Vec<(String, u64, Option<StreamDigest>)>,
     pub state_digest: StateDigest,
     pub order_refs: u64,
     pub matches: u64,
@@ -115,21 +143,39 @@ pub struct ReplayReport {
     pub journal_dir: std::path::PathBuf,
     /// Which trading day was chosen, when the directory asked for holds several.
     pub day_note: Option<String>,
+    /// The snapshot the replay started from (its last record), if any.
+    pub from_snapshot: Option<u64>,
+    /// Inputs applied by this run (the journal's tail after a snapshot; all otherwise).
+    pub applied: u64,
+    /// Snapshots written by this run.
+    pub snapshots_written: u64,
+    /// The longest encoding of the state for one of them (the pause the daemon's engine
+    /// thread takes for a snapshot of the same state), and the largest file.
+    pub snapshot_encode_max: std::time::Duration,
+    pub snapshot_bytes_max: u64,
 }
 
 impl ReplayReport {
     /// Everything the replay computed except timing: what `replay-logs/*/expected.txt` holds.
     pub fn digest_lines(&self) -> Vec<String> {
+        let hex = |d: &Option<StreamDigest>| match d {
+            Some(d) => d.to_string(),
+            None => "-".to_string(),
+        };
         let mut lines = vec![
             format!("inputs {} last_seq {}", self.inputs, self.last_seq),
             format!("order_refs {} matches {}", self.order_refs, self.matches),
             format!(
                 "itch {} messages sha256 {}",
-                self.itch_messages, self.itch_digest
+                self.itch_messages,
+                hex(&self.itch_digest)
             ),
         ];
         for (user, messages, digest) in &self.ouch {
-            lines.push(format!("ouch {user} {messages} messages sha256 {digest}"));
+            lines.push(format!(
+                "ouch {user} {messages} messages sha256 {}",
+                hex(digest)
+            ));
         }
         lines.push(format!("state {}", self.state_digest));
         if let Some(t) = &self.torn_tail {
@@ -138,9 +184,10 @@ impl ReplayReport {
         lines
     }
 
+    /// Inputs applied per second of this run.
     pub fn inputs_per_second(&self) -> f64 {
         if self.seconds > 0.0 {
-            self.inputs as f64 / self.seconds
+            self.applied as f64 / self.seconds
         } else {
             0.0
         }
@@ -239,12 +286,73 @@ pub fn apply_record<S: Sink>(
     Ok(())
 }
 
+/// How to replay.
+#[derive(Default)]
+pub struct ReplayOptions<'w> {
+    /// Also write the ITCH stream as a BinaryFILE (a full replay only).
+    pub itch_out: Option<&'w mut dyn Write>,
+    /// Skip encoding and digesting the output streams (recovery speed): messages are
+    /// counted, the state digest is computed, stream digests are not.
+    pub no_digest: bool,
+    /// Start from the newest valid snapshot of the day (damaged ones are skipped with a log
+    /// line; none: a full replay).
+    pub from_snapshot: bool,
+    /// Write snapshots into the day's directory on this schedule (needs stream digests).
+    pub write_snapshots: Option<Schedule>,
+}
+
+/// A sink that only counts messages per stream: no encoding, no hashing (`--no-digest`).
+struct CountSink {
+    itch: u64,
+    ouch: Vec<u64>,
+}
+
+impl Sink for CountSink {
+    #[inline]
+    fn ouch(&mut self, account: AccountId, _: &ouch::Outbound) {
+        self.ouch[account.0 as usize] += 1;
+    }
+    #[inline]
+    fn itch(&mut self, _: &itch::Message) {
+        self.itch += 1;
+    }
+}
+
+/// The streams as one replay keeps them.
+enum Streams<'w> {
+    Digest(DigestSink<'w>),
+    Count(CountSink),
+}
+
+impl Streams<'_> {
+    fn messages(&self) -> (u64, Vec<u64>) {
+        match self {
+            Streams::Digest(d) => (d.itch.messages, d.ouch.iter().map(|h| h.messages).collect()),
+            Streams::Count(c) => (c.itch, c.ouch.clone()),
+        }
+    }
+}
+
 /// Replay the whole journal in `path`: a journal (a trading day's directory), or a
 /// `journal.dir` holding trading days, whose latest day is replayed (see [`crate::days`]).
 /// `progress(done_inputs)` is called every 64k inputs.
 pub fn replay(
     path: &Path,
     itch_out: Option<&mut dyn Write>,
+    progress: impl FnMut(u64),
+) -> Result<ReplayReport, ReplayError> {
+    let options = ReplayOptions {
+        itch_out,
+        ..ReplayOptions::default()
+    };
+    replay_with(path, options, progress)
+}
+
+/// [`replay`] with options: recovery speed without digests, from a snapshot, writing
+/// snapshots.
+pub fn replay_with(
+    path: &Path,
+    options: ReplayOptions<'_>,
     mut progress: impl FnMut(u64),
 ) -> Result<ReplayReport, ReplayError> {
     let started = std::time::Instant::now();
@@ -253,22 +361,63 @@ pub fn replay(
     // Read-only check first: refuses corruption and gaps, finds the end of the valid prefix.
     let verified = crate::journal::verify(dir)?;
     let mut reader = JournalReader::open(dir, 1)?;
+    // Every record through the verified end had its checksum checked just now.
+    reader.trust_through(verified.last_seq);
     let (header, start_seq, timestamp) = read_start(&mut reader)?;
-    let mut exchange = Exchange::new(header.venue.clone()).map_err(|e| ReplayError::Record {
-        seq: start_seq,
-        error: e.to_string(),
-    })?;
-    let mut sink = DigestSink::new(header.venue.accounts.len(), itch_out);
-    apply_record(
-        &mut exchange,
-        start_seq,
-        timestamp,
-        KIND_START_OF_DAY,
-        &[],
-        &mut sink,
-    )?;
-    let mut inputs = 1u64;
-    let mut seq = start_seq;
+    let accounts = header.venue.accounts.len();
+    let header_digest = snapshot::header_digest(&header.encode());
+    let fresh = |seq| {
+        Exchange::new(header.venue.clone()).map_err(|e| ReplayError::Record {
+            seq,
+            error: e.to_string(),
+        })
+    };
+    let loaded = if options.from_snapshot {
+        snapshot::load_latest(dir, &header_digest, verified.last_seq, |s| {
+            resume(&header, s, options.no_digest)
+        })
+    } else {
+        None
+    };
+    let from_snapshot = loaded.as_ref().map(|(s, _)| s.last_seq);
+    // The last input already applied, for the snapshot schedule.
+    let resumed_at = loaded.as_ref().map_or(timestamp, |(s, _)| s.timestamp);
+    let (mut exchange, mut streams, mut inputs, mut applied) = match loaded {
+        Some((s, (exchange, streams))) => {
+            reader = JournalReader::open(dir, s.last_seq + 1)?;
+            reader.trust_through(verified.last_seq);
+            (exchange, streams, s.inputs, 0)
+        }
+        None => {
+            let mut exchange = fresh(start_seq)?;
+            let mut streams = if options.no_digest {
+                Streams::Count(CountSink {
+                    itch: 0,
+                    ouch: vec![0; accounts],
+                })
+            } else {
+                Streams::Digest(DigestSink::new(accounts, options.itch_out))
+            };
+            let input = Input {
+                seq: start_seq,
+                timestamp,
+                command: crate::exchange::Command::StartOfDay,
+            };
+            match &mut streams {
+                Streams::Digest(d) => exchange.apply(&input, d),
+                Streams::Count(c) => exchange.apply(&input, c),
+            };
+            (exchange, streams, 1u64, 1u64)
+        }
+    };
+    let mut schedule = options.write_snapshots;
+    if let Some(schedule) = &mut schedule {
+        schedule.start_at(inputs, resumed_at);
+    }
+    let mut snapshots_written = 0;
+    let mut snapshot_encode_max = std::time::Duration::ZERO;
+    let mut snapshot_bytes_max = 0;
+    let mut seq = exchange.last_seq().max(from_snapshot.unwrap_or(0));
     while seq < verified.last_seq {
         let Some(r) = reader.next()? else { break };
         seq = r.seq;
@@ -276,34 +425,62 @@ pub fn replay(
         if r.kind == KIND_NOOP {
             continue;
         }
-        apply_record(
-            &mut exchange,
-            r.seq,
-            r.timestamp,
-            r.kind,
-            r.payload,
-            &mut sink,
-        )?;
+        let command = record::decode(r.kind, r.payload).map_err(|e| ReplayError::Record {
+            seq: r.seq,
+            error: e.0,
+        })?;
+        let input = Input {
+            seq: r.seq,
+            timestamp: r.timestamp,
+            command,
+        };
+        match &mut streams {
+            Streams::Digest(d) => exchange.apply(&input, d),
+            Streams::Count(c) => exchange.apply(&input, c),
+        };
         inputs += 1;
+        applied += 1;
         if inputs.is_multiple_of(1 << 16) {
             progress(inputs);
         }
+        if let Some(schedule) = &mut schedule
+            && schedule.due(inputs, r.timestamp)
+            && let Streams::Digest(d) = &streams
+        {
+            let encode_started = std::time::Instant::now();
+            let snap = take(&exchange, d, inputs, r.timestamp, header_digest);
+            snapshot_encode_max = snapshot_encode_max.max(encode_started.elapsed());
+            let bytes = snap.encode();
+            snapshot_bytes_max = snapshot_bytes_max.max(bytes.len() as u64);
+            snapshot::write_atomic(dir, snap.last_seq, &bytes).map_err(ReplayError::Io)?;
+            snapshot::prune(dir, snapshot::KEEP);
+            snapshots_written += 1;
+        }
     }
-    if let Some(e) = sink.write_error.take() {
-        return Err(ReplayError::Io(e));
-    }
+    let (itch_messages, ouch_messages) = streams.messages();
+    let (itch_digest, ouch_digests) = match &mut streams {
+        Streams::Digest(d) => {
+            if let Some(e) = d.write_error.take() {
+                return Err(ReplayError::Io(e));
+            }
+            let ouch = d.ouch.iter().map(|h| Some(h.digest())).collect();
+            (Some(d.itch.digest()), ouch)
+        }
+        Streams::Count(_) => (None, vec![None; accounts]),
+    };
     let ouch = header
         .venue
         .accounts
         .iter()
-        .zip(&sink.ouch)
-        .map(|(a, h)| (a.username.clone(), h.messages, h.digest()))
+        .zip(ouch_messages)
+        .zip(ouch_digests)
+        .map(|((a, messages), digest)| (a.username.clone(), messages, digest))
         .collect();
     Ok(ReplayReport {
         inputs,
         last_seq: exchange.last_seq(),
-        itch_messages: sink.itch.messages,
-        itch_digest: sink.itch.digest(),
+        itch_messages,
+        itch_digest,
         ouch,
         state_digest: exchange.state_digest(),
         order_refs: exchange.order_refs_used(),
@@ -313,7 +490,74 @@ pub fn replay(
         header,
         journal_dir,
         day_note,
+        from_snapshot,
+        applied,
+        snapshots_written,
+        snapshot_encode_max,
+        snapshot_bytes_max,
     })
+}
+
+/// The exchange and streams a snapshot resumes (the caller's check of a snapshot: a state
+/// that does not restore is a damaged snapshot). Without `no_digest`, every stream must carry
+/// its digest state.
+fn resume<'w>(
+    header: &DayHeader,
+    s: &Snapshot,
+    no_digest: bool,
+) -> Result<(Exchange, Streams<'w>), String> {
+    let accounts = header.venue.accounts.len();
+    if s.streams.len() != accounts + 1 {
+        return Err(format!(
+            "{} streams for {accounts} accounts",
+            s.streams.len()
+        ));
+    }
+    let exchange =
+        Exchange::from_state(header.venue.clone(), &s.state).map_err(|e| e.to_string())?;
+    if exchange.last_seq() > s.last_seq {
+        return Err("the state is past the snapshot's record".into());
+    }
+    let streams = if no_digest {
+        Streams::Count(CountSink {
+            itch: s.streams[0].messages,
+            ouch: s.streams[1..].iter().map(|p| p.messages).collect(),
+        })
+    } else {
+        let hashers: Option<Vec<StreamHasher>> =
+            s.streams.iter().map(StreamHasher::resume).collect();
+        let mut hashers = hashers.ok_or("no stream digest states (use --no-digest)")?;
+        let itch = hashers.remove(0);
+        let mut sink = DigestSink::new(accounts, None);
+        sink.itch = itch;
+        sink.ouch = hashers;
+        Streams::Digest(sink)
+    };
+    Ok((exchange, streams))
+}
+
+/// A snapshot of the replay's state after `inputs` inputs, the last journaled at `timestamp`.
+fn take(
+    exchange: &Exchange,
+    sink: &DigestSink<'_>,
+    inputs: u64,
+    timestamp: Timestamp,
+    header_digest: [u8; 32],
+) -> Snapshot {
+    let mut state = Vec::new();
+    exchange
+        .save_state(&mut state)
+        .expect("writing into memory");
+    let mut streams = vec![sink.itch.position()];
+    streams.extend(sink.ouch.iter().map(StreamHasher::position));
+    Snapshot {
+        last_seq: exchange.last_seq(),
+        inputs,
+        timestamp,
+        header_digest,
+        streams,
+        state,
+    }
 }
 
 #[cfg(test)]

@@ -722,6 +722,89 @@ proptest! {
     }
 }
 
+/// The day cut at `at`: the state saved after `inputs[..at]` (by the exchange, or by a split
+/// of `save_shards`) and restored into `restore_shards` (0 = an `Exchange`), then the rest
+/// of the day. Returns the outputs from `at` on, the final state digest and GLIMPSE body.
+fn resumed(
+    venue: &Venue,
+    inputs: &[Input],
+    at: usize,
+    save_shards: usize,
+    restore_shards: usize,
+) -> (Vec<Output>, String, Vec<bourse::wire::itch::Message>) {
+    let mut sink = Recorder::default();
+    let mut bytes = Vec::new();
+    if save_shards == 0 {
+        let mut ex = Exchange::new(venue.clone()).unwrap();
+        inputs[..at].iter().for_each(|i| {
+            ex.apply(i, &mut sink);
+        });
+        ex.save_state(&mut bytes).unwrap();
+    } else {
+        let mut p = Split::shuffled(venue, save_shards, at as u64).unwrap();
+        inputs[..at].iter().for_each(|i| {
+            p.apply(i, &mut sink);
+        });
+        p.save_state(&mut sink, &mut bytes).unwrap();
+    }
+    let mut rec = Recorder::default();
+    let mut snapshot = Vec::new();
+    let digest = if restore_shards == 0 {
+        let mut ex = Exchange::from_state(venue.clone(), &bytes).unwrap();
+        assert_eq!(ex.last_seq(), inputs[at - 1].seq);
+        inputs[at..].iter().for_each(|i| {
+            ex.apply(i, &mut rec);
+        });
+        ex.snapshot(Timestamp(1), |m| snapshot.push(*m));
+        ex.state_digest().to_string()
+    } else {
+        let mut p = Split::from_state(venue, restore_shards, &bytes).unwrap();
+        inputs[at..].iter().for_each(|i| {
+            p.apply(i, &mut rec);
+        });
+        p.flush(&mut rec);
+        snapshot = p.snapshot(Timestamp(1), &mut rec);
+        p.state_digest(&mut rec).to_string()
+    };
+    (rec.outputs, digest, snapshot)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases() / 2, ..ProptestConfig::default() })]
+
+    /// A state snapshot taken at a random point of a random day and restored (into one shard
+    /// or several, from one shard or several) continues the day exactly as the uninterrupted
+    /// run: the same outputs after the cut, the same state digest and GLIMPSE body at the end.
+    #[test]
+    fn a_restored_state_continues_the_day_exactly(
+        (limits, steps, eod) in day(),
+        cut in any::<Index>(),
+        shards in (0usize..=3, 0usize..=3),
+    ) {
+        let (venue, inputs) = build(limits, &steps, eod);
+        let mut ex = Exchange::new(venue.clone()).unwrap();
+        let mut rec = Recorder::default();
+        let at = 1 + cut.index(inputs.len());
+        let mut from = 0;
+        for (n, i) in inputs.iter().enumerate() {
+            if n == at {
+                from = rec.outputs.len();
+            }
+            ex.apply(i, &mut rec);
+        }
+        if at == inputs.len() {
+            from = rec.outputs.len();
+        }
+        let mut snapshot = Vec::new();
+        ex.snapshot(Timestamp(1), |m| snapshot.push(*m));
+        let (outputs, digest, got_snapshot) = resumed(&venue, &inputs, at, shards.0, shards.1);
+        let what = format!("cut after {at} of {}, shards {shards:?}", inputs.len());
+        prop_assert_eq!(&rec.outputs[from..], &outputs[..], "{}: outputs", what);
+        prop_assert_eq!(ex.state_digest().to_string(), digest, "{}: digest", what);
+        prop_assert_eq!(snapshot, got_snapshot, "{}: GLIMPSE", what);
+    }
+}
+
 /// A pending replacement token reused at once by an Enter and by another Replace: the front
 /// must wait for the shard's verdict, and both answers (consumed or not) must come out right.
 #[test]

@@ -22,6 +22,7 @@ use crate::sequencer::record::{
     KIND_TICK,
 };
 use crate::sequencer::{Clock, JournalLog, Sequencer, SequencingError};
+use crate::snapshot::writer::SnapshotWriter;
 use crate::stream::{StreamReader, StreamWriter, stream};
 use crate::types::{AccountId, Timestamp};
 use crate::wake::Waker;
@@ -76,6 +77,8 @@ pub struct Node<C: Clock, F: FeedOut> {
     journal_dir: PathBuf,
     /// Latency and flush timings for the metrics endpoint (off: records nothing).
     pub(crate) probe: super::metrics::Probe,
+    /// State snapshots (`[snapshot]`): a venue alone in the compact layout.
+    state_snapshots: Option<SnapshotWriter>,
 }
 
 impl<C: Clock, F: FeedOut> Node<C, F> {
@@ -110,7 +113,60 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         if new_day {
             streams.publish_from_start();
         }
-        opened.into_node(config)
+        let mut node = opened.into_node(config)?;
+        node.start_state_snapshots(config)?;
+        Ok(node)
+    }
+
+    /// Start the snapshot writer (`[snapshot]`) of a venue alone. The state is encoded on
+    /// this thread after the input a snapshot is due at (the pause, logged with each
+    /// snapshot); hashing the streams and writing the file happen on the writer's thread.
+    /// The sharded layout keeps its state on the shard threads: it writes none.
+    fn start_state_snapshots(&mut self, config: &Config) -> Result<(), String> {
+        let c = &config.snapshot;
+        let schedule = crate::snapshot::Schedule::new(c.every_inputs, c.every_seconds);
+        if !schedule.enabled() {
+            return Ok(());
+        }
+        if !matches!(self.pipeline, Pipeline::Inline { .. }) {
+            tracing::warn!("[snapshot]: the sharded layout writes no state snapshots");
+            return Ok(());
+        }
+        let mut streams = vec![self.itch_reader.clone()];
+        streams.extend(self.ouch_readers.iter().cloned());
+        let setup = crate::snapshot::writer::WriterSetup {
+            journal_dir: self.journal_dir.clone(),
+            header_digest: crate::snapshot::header_digest(&self.header.encode()),
+            streams,
+            keep: c.keep.max(1) as usize,
+            schedule,
+            buffer_bytes: limits::SNAPSHOT_BUFFER_BYTES,
+        };
+        let mut writer = SnapshotWriter::start(setup)
+            .map_err(|e| format!("cannot start the snapshot writer: {e}"))?;
+        // The points are the journal's: count on from its last record.
+        writer.start_at(self.last_seq(), self.recovery.last_timestamp);
+        self.state_snapshots = Some(writer);
+        Ok(())
+    }
+
+    /// After input `seq`: take a state snapshot if one is due (decided from the input count
+    /// and the journaled timestamp only).
+    #[inline]
+    fn state_snapshot_if_due(&mut self, seq: u64, timestamp: Timestamp) {
+        let Some(writer) = &mut self.state_snapshots else {
+            return;
+        };
+        if !writer.due(seq, timestamp) {
+            return;
+        }
+        let Pipeline::Inline { exchange, out } = &self.pipeline else {
+            return;
+        };
+        // A venue alone journals no leader changes: every record is an input.
+        writer.take(seq, seq, timestamp, out.stream_counts(), |buffer| {
+            exchange.save_state(buffer)
+        });
     }
 
     /// A standby's node (compact layout): the journal recovered and replayed, but no day
@@ -384,6 +440,7 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         };
         let outcome = self.pipeline.apply(&input);
         self.probe.matched();
+        self.state_snapshot_if_due(seq, timestamp);
         Some(outcome)
     }
 
@@ -625,6 +682,8 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             .append(KIND_START_OF_DAY, &payload)
             .map_err(|e| e.to_string())?;
         assert_eq!(seq, 1, "a new journal starts at 1");
+        // The journal's last timestamp now (the snapshot schedule counts time from it).
+        self.report.last_timestamp = timestamp;
         state.day_started = true;
         let input = Input {
             seq,
@@ -672,6 +731,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             next_snapshot: 1,
             journal_dir: dir,
             probe: super::metrics::Probe::off(),
+            state_snapshots: None,
         })
     }
 }
@@ -716,27 +776,53 @@ impl<F: FeedOut> Replayed<F> {
         )?;
         let (itch, itch_reader) = stream(limits::ITCH_STREAM_BYTES, limits::ITCH_STREAM_MESSAGES)
             .map_err(|e| e.to_string())?;
-        let shared = Arc::new(OutputShared::default());
-        let mut streams = Streams::new(ouch_writers, itch, itch_reader.clone(), shared.clone());
         let header = DayHeader {
             format: DayHeader::FORMAT,
             gateway_session: config.gateway.session.clone(),
             feed_session: config.feed.session.clone(),
             venue: config.venue(),
         };
-        let venue = &header.venue;
-        let mut core = match layout {
-            Layout::Compact => Replaying::Compact(Box::new(
-                Exchange::new(venue.clone()).map_err(|e| e.to_string())?,
-            )),
-            Layout::Sharded => Replaying::Sharded(Box::new(
-                Split::new(venue, config.engine.shards as usize).map_err(|e| e.to_string())?,
-            )),
+        let resumed = match layout {
+            Layout::Compact if through > 0 => resume_from_snapshot(dir, through, &header),
+            _ => None,
         };
-        let mut day_started = false;
+        let (ouch_writers, ouch_readers, itch, itch_reader, from_seq, mut core) = match resumed {
+            Some(r) => {
+                let core = Replaying::Compact(Box::new(r.exchange));
+                let s = r.streams;
+                (
+                    s.ouch_writers,
+                    s.ouch_readers,
+                    s.itch,
+                    s.itch_reader,
+                    r.last_seq + 1,
+                    Some(core),
+                )
+            }
+            None => (ouch_writers, ouch_readers, itch, itch_reader, 1, None),
+        };
+        let shared = Arc::new(OutputShared::default());
+        let mut streams = Streams::new(ouch_writers, itch, itch_reader.clone(), shared.clone());
+        let venue = &header.venue;
+        let fresh = from_seq == 1;
+        let built = match layout {
+            _ if !fresh => None,
+            Layout::Compact => Some(Replaying::Compact(Box::new(
+                Exchange::new(venue.clone()).map_err(|e| e.to_string())?,
+            ))),
+            Layout::Sharded => Some(Replaying::Sharded(Box::new(
+                Split::new(venue, config.engine.shards as usize).map_err(|e| e.to_string())?,
+            ))),
+        };
+        let mut core = core
+            .take()
+            .or(built)
+            .expect("a state from a snapshot or fresh");
+        let mut day_started = !fresh;
         if through > 0 {
-            day_started = replay_journal(
+            day_started |= replay_journal(
                 dir,
+                from_seq,
                 through,
                 &header,
                 &mut core,
@@ -801,6 +887,65 @@ impl<F: FeedOut> Replayed<F> {
     }
 }
 
+/// Output streams reopened as they were after a snapshot's record.
+struct ReopenedStreams {
+    ouch_writers: Vec<StreamWriter>,
+    ouch_readers: Vec<StreamReader>,
+    itch: StreamWriter,
+    itch_reader: StreamReader,
+}
+
+/// A state restored from the newest valid snapshot, with its streams.
+struct Resumed {
+    last_seq: u64,
+    exchange: Exchange,
+    streams: ReopenedStreams,
+}
+
+/// **The hook for restarting from a state snapshot.** A restart needs the output streams as
+/// they were after the snapshot's record (sessions replay their replies from them on
+/// re-login, the re-request server serves the feed from them): every stream's files opened
+/// and cut to `positions[k].messages` messages (ITCH first, then each account's OUCH in
+/// config order; `positions[k].bytes` is the data to keep). On this branch the stores are
+/// anonymous memory, so nothing can be reopened: `None`, and the daemon replays the whole
+/// journal. With file-backed stores, return them here (and set
+/// [`STREAM_STORES_REOPEN`]): the daemon then restores the exchange from the snapshot and
+/// applies only the journal's tail. (A snapshot taken after End of Messages also needs the
+/// output stage to know where that message is: see `Streams::end_of_messages_at`.)
+fn reopen_streams_at(
+    _dir: &Path,
+    _positions: &[crate::snapshot::StreamPosition],
+) -> Option<ReopenedStreams> {
+    None
+}
+
+/// Whether [`reopen_streams_at`] can reopen the stores (false: restart = full replay).
+const STREAM_STORES_REOPEN: bool = false;
+
+/// The newest valid snapshot of the day whose streams reopen (damaged ones are skipped with
+/// a log line); `None`: a full replay.
+fn resume_from_snapshot(dir: &Path, through: u64, header: &DayHeader) -> Option<Resumed> {
+    if !STREAM_STORES_REOPEN || crate::snapshot::list(dir).is_empty() {
+        return None;
+    }
+    let digest = crate::snapshot::header_digest(&header.encode());
+    let (s, (exchange, streams)) = crate::snapshot::load_latest(dir, &digest, through, |s| {
+        if s.inputs != s.last_seq || s.streams.len() != header.venue.accounts.len() + 1 {
+            return Err("not a snapshot of a venue alone with these accounts".into());
+        }
+        let exchange =
+            Exchange::from_state(header.venue.clone(), &s.state).map_err(|e| e.to_string())?;
+        let streams = reopen_streams_at(dir, &s.streams).ok_or("the streams do not reopen")?;
+        Ok((exchange, streams))
+    })?;
+    tracing::info!(last_seq = s.last_seq, "restarting from a state snapshot");
+    Some(Resumed {
+        last_seq: s.last_seq,
+        exchange,
+        streams,
+    })
+}
+
 /// The state being rebuilt by replay, before the sharded threads start.
 enum Replaying {
     Compact(Box<Exchange>),
@@ -848,21 +993,28 @@ fn truncate_damaged_tail(dir: &Path) -> Result<(), String> {
 /// none committed yet).
 fn replay_journal<F: FeedOut>(
     dir: &std::path::Path,
+    from_seq: u64,
     last_seq: u64,
     header: &DayHeader,
     core: &mut Replaying,
     streams: &mut Streams<F>,
     progress: &mut impl FnMut(u64, u64),
 ) -> Result<bool, String> {
-    let mut reader = JournalReader::open(dir, 1).map_err(|e| e.to_string())?;
-    let mut done = 0;
-    let mut day_started = false;
+    if from_seq > last_seq {
+        return Ok(false);
+    }
+    let mut reader = JournalReader::open(dir, from_seq).map_err(|e| e.to_string())?;
+    let mut done = from_seq - 1;
+    // From a snapshot the day has started (the snapshot follows its start).
+    let mut day_started = from_seq > 1;
+    let mut applied_day_start = false;
     while let Some(r) = reader.next().map_err(|e| e.to_string())? {
         done += 1;
         if r.kind != KIND_NOOP {
             if !day_started {
                 check_start_of_day(dir, r.seq, r.kind, r.payload, header)?;
                 day_started = true;
+                applied_day_start = true;
             }
             let command = record::decode(r.kind, r.payload)
                 .map_err(|e| format!("journal record {}: {}", r.seq, e.0))?;
@@ -873,7 +1025,7 @@ fn replay_journal<F: FeedOut>(
             };
             core.apply(&input, streams);
         }
-        if done % (1 << 16) == 0 {
+        if done.is_multiple_of(1 << 16) {
             progress(done, last_seq);
         }
         if r.seq == last_seq {
@@ -883,10 +1035,10 @@ fn replay_journal<F: FeedOut>(
     progress(done, last_seq);
     if done != last_seq {
         return Err(format!(
-            "journal replay read {done} records, recovery counted {last_seq}"
+            "journal replay read through record {done}, recovery counted {last_seq}"
         ));
     }
-    Ok(day_started)
+    Ok(applied_day_start)
 }
 
 /// The first record that is not a leader change starts the day, with this config's venue.

@@ -119,6 +119,13 @@ impl Front {
         self.last_seq
     }
 
+    /// Set the phase and the last input after a state was restored into this fresh front.
+    pub(crate) fn restore_position(&mut self, phase: Phase, last_seq: u64) {
+        assert!(self.last_seq == 0 && self.pending() == 0);
+        self.phase = phase;
+        self.last_seq = last_seq;
+    }
+
     /// Sequence one input: decide what needs no book, route the rest. The outcome is exact
     /// for what the front decides (admin commands, start of day, ignored inputs) and
     /// `Applied` for orders a shard decides.

@@ -12,6 +12,7 @@ use super::merge::Merge;
 use super::msg::{AccountRisk, Marker, Plan, ShardCmd, ShardEvent, Verdict};
 use super::shard::{Shard, ShardOut};
 use super::sink::Sink;
+use super::state::{self, StateError};
 use super::tokens::TokenState;
 use super::venue::{Venue, VenueError};
 use crate::book::OrderHandle;
@@ -103,6 +104,30 @@ impl Exchange {
             venue,
             verdict: None,
         })
+    }
+
+    /// Build the stages and fill them with a state [`Self::save_state`] wrote (a snapshot).
+    /// Bytes that do not describe a state of this venue are an error, never a panic.
+    pub fn from_state(venue: Venue, bytes: &[u8]) -> Result<Exchange, StateError> {
+        let mut exchange = Exchange::new(venue).map_err(|e| StateError(format!("venue: {e}")))?;
+        state::restore(
+            &mut exchange.front,
+            std::slice::from_mut(&mut exchange.shard),
+            &mut exchange.merge,
+            bytes,
+        )?;
+        Ok(exchange)
+    }
+
+    /// Write the state between two inputs (see [`super::state`]); off the hot path: it
+    /// walks every book and token table.
+    pub fn save_state(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        state::save(
+            &self.front,
+            std::slice::from_ref(&self.shard),
+            &self.merge,
+            out,
+        )
     }
 
     pub fn venue(&self) -> &Venue {

@@ -88,7 +88,7 @@ pub struct Merge {
     shards: usize,
     /// Per symbol: order reference number of the order in each pool slot.
     pub(crate) refs: Vec<Box<[u64]>>,
-    halted: Vec<bool>,
+    pub(crate) halted: Vec<bool>,
     pub(crate) next_order_ref: u64,
     pub(crate) next_match: u64,
     last_seq: u64,
@@ -140,6 +140,27 @@ impl Merge {
 
     pub fn matches_used(&self) -> u64 {
         self.next_match - 1
+    }
+
+    /// Shards whose events this merge reads.
+    pub fn shards(&self) -> usize {
+        self.shards
+    }
+
+    /// Set the day's numbering after a state was restored into this fresh merge.
+    pub(crate) fn restore_position(
+        &mut self,
+        next_order_ref: u64,
+        next_match: u64,
+        day_ended: bool,
+        last_seq: u64,
+    ) {
+        assert!(matches!(self.work, Work::Idle) && self.last_seq == 0);
+        assert!(next_order_ref >= 1 && next_match >= 1);
+        self.next_order_ref = next_order_ref;
+        self.next_match = next_match;
+        self.day_ended = day_ended;
+        self.last_seq = last_seq;
     }
 
     pub fn allocated_bytes(&self) -> usize {

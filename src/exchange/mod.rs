@@ -24,6 +24,7 @@ pub mod msg;
 pub mod shard;
 mod sink;
 mod split;
+pub(crate) mod state;
 mod tokens;
 pub(crate) mod validate;
 pub(crate) mod venue;
@@ -37,6 +38,7 @@ pub use msg::Marker;
 pub use shard::{Shard, ShardOut};
 pub use sink::{Discard, Output, Recorder, Sink};
 pub use split::Split;
+pub use state::StateError;
 pub use venue::{AccountDef, Limits, Stp, SymbolDef, Venue, VenueError};
 
 #[cfg(test)]

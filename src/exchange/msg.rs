@@ -94,6 +94,11 @@ impl RiskBoard {
         }
     }
 
+    /// Shares `account` executed before a restored state was taken.
+    pub(crate) fn restore_executed(&self, account: u16, executed: u64) {
+        bump64(&self.accounts[account as usize].executed, executed);
+    }
+
     /// `account` executed `shares` (as taker or maker).
     #[inline]
     pub(crate) fn executed(&self, account: u16, shares: u32) {

@@ -200,6 +200,53 @@ impl Shard {
             .then_some(OrderHandle(handle))
     }
 
+    /// Restore shares an account executed today (a state snapshot); false if the account
+    /// has no limits, so no position is kept for it.
+    pub(crate) fn restore_executed(&mut self, account: u16, executed: u64) -> bool {
+        if !self.limited.get(account as usize).copied().unwrap_or(false) {
+            return false;
+        }
+        self.risk.restore_executed(account, executed);
+        true
+    }
+
+    /// Rest a restored order at the tail of its queue (orders come in order reference order,
+    /// which rebuilds time priority and expiry order). `None` if it does not fit the book or
+    /// would cross it: bytes that are not a state of this venue.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn restore_order(
+        &mut self,
+        symbol: u16,
+        side: Side,
+        price: Price,
+        leaves: u32,
+        hidden: bool,
+        deadline_ms: u32,
+        slot: u32,
+        resting: Resting,
+    ) -> Option<OrderHandle> {
+        let account = resting.account as usize;
+        if account >= self.accounts.len() || slot as usize >= self.tokens_per_account {
+            return None;
+        }
+        let book = self.books.get_mut(symbol as usize)?.as_mut()?;
+        if leaves == 0 || !book.can_rest(side, price) || book.crosses(side, price) {
+            return None;
+        }
+        let handle = book.insert(side, price, leaves, hidden, deadline_ms, resting);
+        self.live[account * self.tokens_per_account + slot as usize] = handle.0;
+        if self.limited[account] {
+            self.risk.rested(resting.account, leaves);
+        }
+        Some(handle)
+    }
+
+    /// After a restore: every command up to `last_seq` counts as done (the front reads
+    /// positions once a shard has done the commands sent to it).
+    pub(crate) fn restore_position(&mut self, last_seq: u64) {
+        self.risk.processed_seq.store(last_seq, Ordering::Release);
+    }
+
     /// Handle one command; returns false for `Stop`.
     pub fn apply<O: ShardOut>(&mut self, cmd: &ShardCmd, out: &mut O) -> bool {
         self.ignored = None;

@@ -15,6 +15,7 @@ use super::merge::{EventSource, Merge};
 use super::msg::{AccountRisk, Marker, Plan, ShardCmd, ShardEvent, Verdict};
 use super::shard::{Shard, ShardOut};
 use super::sink::Sink;
+use super::state::{self, StateError};
 use super::venue::{Venue, VenueError};
 use crate::types::{AccountId, Timestamp};
 use crate::wire::{itch, ouch};
@@ -160,6 +161,24 @@ impl Split {
             plans: VecDeque::new(),
             rng: 0,
         })
+    }
+
+    /// Front, `shards` shards and merge filled with a saved state (as
+    /// [`super::Exchange::from_state`]; the bytes do not depend on the shard count).
+    pub fn from_state(venue: &Venue, shards: usize, bytes: &[u8]) -> Result<Split, StateError> {
+        let mut p = Split::new(venue, shards).map_err(|e| StateError(format!("venue: {e}")))?;
+        state::restore(&mut p.front, &mut p.lanes.shards, &mut p.merge, bytes)?;
+        Ok(p)
+    }
+
+    /// Write the state after every sequenced input (outputs still due go to `sink` first).
+    pub fn save_state<S: Sink>(
+        &mut self,
+        sink: &mut S,
+        out: &mut impl std::io::Write,
+    ) -> std::io::Result<()> {
+        self.settle(sink);
+        state::save(&self.front, &self.lanes.shards, &self.merge, out)
     }
 
     /// As [`Self::new`], with the stages interleaved pseudo-randomly from `seed`.

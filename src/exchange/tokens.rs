@@ -211,6 +211,31 @@ impl TokenTable {
         entries
     }
 
+    /// Recorded entries in slot order (a state snapshot walks them in place).
+    pub fn entries_in_slot_order(&self) -> impl Iterator<Item = (Token, TokenState)> + '_ {
+        self.entries
+            .iter()
+            .copied()
+            .filter(|e| e.1 != TokenState::Void)
+    }
+
+    /// Tokens the table may hold.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Record a token of a restored state; `None` if the table is full or already has it
+    /// (bytes that are not a state of this venue).
+    pub fn insert_restored(&mut self, token: Token, state: TokenState) -> Option<u32> {
+        if self.is_full() || state == TokenState::Void || matches!(state, TokenState::Pending(_)) {
+            return None;
+        }
+        match self.lookup(&token) {
+            Ok(_) => None,
+            Err(vacant) => Some(self.insert_vacant(vacant, token, state)),
+        }
+    }
+
     pub fn allocated_bytes(&self) -> usize {
         // Index: one u32 and one control byte per bucket; entries: one (token, state) each;
         // the free list: one u32 per token.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use memmap2::{Advice, MmapOptions, MmapRaw};
 
 use super::JournalError;
-use super::record::{Record, SEAL_BYTES, Slot, read_slot};
+use super::record::{Record, SEAL_BYTES, Slot, read_slot_checked};
 use super::segment::{
     HEADER_BYTES, HeaderState, SegmentHeader, corrupt, list_segments, segment_path,
 };
@@ -64,6 +64,9 @@ pub struct JournalReader {
     next_seq: u64,
     /// Records below this are skipped.
     from_seq: u64,
+    /// Records up to this one were checked by a scan of this process: their checksums are
+    /// not computed again (see [`Self::trust_through`]).
+    trusted_through: u64,
 }
 
 /// Position of a found record inside the current mapping (no borrow held while advancing).
@@ -119,7 +122,16 @@ impl JournalReader {
             offset_bytes: HEADER_BYTES,
             next_seq,
             from_seq,
+            trusted_through: 0,
         })
+    }
+
+    /// Skip the checksum of records up to `seq`: a scan of this process (the writer's
+    /// recovery, [`super::verify`]) has just checked every one of them, and a published
+    /// record is never written again. Replay then reads each record's checksum once, not
+    /// twice. Lengths, ranges and sequence numbers are still checked.
+    pub fn trust_through(&mut self, seq: u64) {
+        self.trusted_through = seq;
     }
 
     /// The next record, or `Ok(None)` at the (live) end of the journal.
@@ -174,10 +186,12 @@ impl JournalReader {
     fn advance(&mut self) -> Result<Option<Found>, JournalError> {
         for _ in 0..SLOTS_PER_CALL_LIMIT {
             let segment = &self.segment;
-            match read_slot(
+            let check_crc = self.next_seq > self.trusted_through;
+            match read_slot_checked(
                 segment.bytes,
                 self.offset_bytes,
                 segment.header.max_payload_bytes,
+                check_crc,
             ) {
                 Slot::End => return Ok(None),
                 Slot::Seal => {

@@ -133,6 +133,19 @@ pub enum Slot {
 /// Decode the slot at `offset_bytes`, loading the commit word with Acquire.
 /// `max_payload_bytes` bounds the length; the record (and a seal after it) must fit.
 pub fn read_slot(map: SharedBytes, offset_bytes: u64, max_payload_bytes: u32) -> Slot {
+    read_slot_checked(map, offset_bytes, max_payload_bytes, true)
+}
+
+/// [`read_slot`], computing the checksum only if `check_crc`: a reader skips it for records a
+/// scan of this process has just checked (recovery, `verify`), which are never written again.
+/// Every other check (length, range, reserved bytes) still applies.
+#[inline]
+pub fn read_slot_checked(
+    map: SharedBytes,
+    offset_bytes: u64,
+    max_payload_bytes: u32,
+    check_crc: bool,
+) -> Slot {
     assert!(offset_bytes + SEAL_BYTES <= map.len() as u64);
     let length = map.load_u32_acquire(offset_bytes as usize);
     if length == 0 {
@@ -161,7 +174,7 @@ pub fn read_slot(map: SharedBytes, offset_bytes: u64, max_payload_bytes: u32) ->
     // has no writer at all.)
     let record = unsafe { map.slice(offset, length_bytes as usize) };
     let stored_crc = u32::from_le_bytes(record[4..8].try_into().expect("4"));
-    if record_crc(length, [&record[8..], &[]]) != stored_crc {
+    if check_crc && record_crc(length, [&record[8..], &[]]) != stored_crc {
         return Slot::Invalid {
             reason: "record checksum mismatch",
         };

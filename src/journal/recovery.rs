@@ -37,6 +37,9 @@ use super::segment::{
 use super::shared::SharedBytes;
 use crate::types::Timestamp;
 
+/// Bytes looked at per step of a scan for non-zero bytes past the end of data.
+const ZERO_SCAN_CHUNK_BYTES: usize = 4096;
+
 /// What recovery (or `verify`) found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
@@ -586,19 +589,30 @@ fn unpublished<'a>(map: SharedBytes, from_bytes: u64) -> &'a [u8] {
     unsafe { map.slice(from, map.len() - from) }
 }
 
+/// Is every byte of `chunk` zero? An OR over 8-byte words the compiler vectorizes: the tail
+/// of a preallocated segment is hundreds of megabytes of zeros scanned at every recovery,
+/// `verify` and replay (a byte-wise early-exit loop ran at ~1 GB/s; this at memory speed).
+fn all_zero(chunk: &[u8]) -> bool {
+    let (words, rest) = chunk.as_chunks::<8>();
+    let folded = words
+        .iter()
+        .fold(0u64, |acc, w| acc | u64::from_ne_bytes(*w));
+    folded == 0 && rest.iter().all(|&b| b == 0)
+}
+
 /// Offset of the first non-zero byte at or after `from_bytes`.
 fn first_nonzero(map: SharedBytes, from_bytes: u64) -> Option<u64> {
     let from = from_bytes as usize;
-    let words = unpublished(map, from_bytes).chunks(4096);
-    for (chunk_index, chunk) in words.enumerate() {
-        if chunk.iter().all(|&b| b == 0) {
+    let chunks = unpublished(map, from_bytes).chunks(ZERO_SCAN_CHUNK_BYTES);
+    for (chunk_index, chunk) in chunks.enumerate() {
+        if all_zero(chunk) {
             continue;
         }
         let inner = chunk
             .iter()
             .position(|&b| b != 0)
             .expect("chunk has a non-zero byte");
-        return Some((from + chunk_index * 4096 + inner) as u64);
+        return Some((from + chunk_index * ZERO_SCAN_CHUNK_BYTES + inner) as u64);
     }
     None
 }
@@ -606,10 +620,21 @@ fn first_nonzero(map: SharedBytes, from_bytes: u64) -> Option<u64> {
 /// Offset of the last non-zero byte at or after `from_bytes`.
 fn last_nonzero(map: SharedBytes, from_bytes: u64) -> Option<u64> {
     let from = from_bytes as usize;
-    unpublished(map, from_bytes)
-        .iter()
-        .rposition(|&b| b != 0)
-        .map(|inner| (from + inner) as u64)
+    let bytes = unpublished(map, from_bytes);
+    let chunks = bytes.rchunks(ZERO_SCAN_CHUNK_BYTES);
+    for (back_index, chunk) in chunks.enumerate() {
+        if all_zero(chunk) {
+            continue;
+        }
+        // `rchunks` yields the short chunk last: this one starts at its length from its end.
+        let start = bytes.len() - back_index * ZERO_SCAN_CHUNK_BYTES - chunk.len();
+        let inner = chunk
+            .iter()
+            .rposition(|&b| b != 0)
+            .expect("chunk has a non-zero byte");
+        return Some((from + start + inner) as u64);
+    }
+    None
 }
 
 /// The writer's recovery: scan (fsyncing every segment), record the recovered marks in the
@@ -871,6 +896,37 @@ mod tests {
     use super::*;
 
     const IMAGE_BYTES: usize = 8192;
+
+    /// The word-wise zero scans find exactly the bytes a byte-wise scan finds, wherever they
+    /// sit relative to the scan's chunks and words.
+    #[test]
+    fn zero_scans_find_the_first_and_last_non_zero_byte() {
+        let len = 3 * ZERO_SCAN_CHUNK_BYTES + 13;
+        let spots = [0, 1, 7, 8, 4095, 4096, 4097, 8191, 12_288, len - 1];
+        for &a in &spots {
+            for &b in &spots {
+                let heap = HeapBytes::zeroed(len);
+                // SAFETY: a private buffer; this test is its only user.
+                unsafe {
+                    heap.view().write(a, &[0x5a]);
+                    heap.view().write(b, &[0x01]);
+                }
+                for from in [0usize, 3, 4096, 5000] {
+                    let (lo, hi) = (a.min(b), a.max(b));
+                    let want_first = [lo, hi].into_iter().find(|&x| x >= from);
+                    let want_last = [hi, lo].into_iter().find(|&x| x >= from);
+                    let map = heap.view();
+                    assert_eq!(
+                        first_nonzero(map, from as u64),
+                        want_first.map(|x| x as u64)
+                    );
+                    assert_eq!(last_nonzero(map, from as u64), want_last.map(|x| x as u64));
+                }
+            }
+        }
+        assert_eq!(first_nonzero(HeapBytes::zeroed(len).view(), 0), None);
+        assert_eq!(last_nonzero(HeapBytes::zeroed(len).view(), 0), None);
+    }
 
     /// A one-segment image with `records` records (payload = the sequence number's bytes).
     fn image(records: u64) -> (HeapBytes, Vec<u64>) {

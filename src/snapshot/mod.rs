@@ -1,0 +1,427 @@
+//! State snapshots: the exchange's state after journal record `last_seq`, in a file next to
+//! the journal (`<trading day>/snapshots/snapshot-<last_seq>.bin`), so a restart applies the
+//! journal's tail instead of the whole day.
+//!
+//! A snapshot is a deterministic function of the journal: it is taken after a record chosen
+//! from journaled values only (input counts, journaled timestamps; see [`Schedule`]), and
+//! holds
+//!
+//! - the record it follows: `last_seq`, the inputs applied (leader changes are records, not
+//!   inputs) and that record's timestamp;
+//! - the SHA-256 of the day header (venue, sessions): a snapshot of another day or venue is
+//!   never used;
+//! - every output stream's position (ITCH first, then each account's OUCH in config order):
+//!   messages and bytes so far, and optionally the SHA-256 state of the stream's digest over
+//!   those messages (BinaryFILE framing), so that a replay from the snapshot prints the same
+//!   stream digests as a full replay;
+//! - the exchange state ([`crate::exchange::Exchange::save_state`], a logical encoding);
+//! - a SHA-256 of every byte before it. A file whose checksum, framing or contents do not
+//!   check is *damaged*: it is skipped with a log line and an older one (or a full replay) is
+//!   used instead.
+//!
+//! Files are written atomically: a temporary file in the same directory, fsync, rename,
+//! fsync of the directory. A crash leaves either the old set of snapshots or the new one (a
+//! stray temporary file is ignored and removed by the next write).
+
+pub mod writer;
+
+use crate::types::Timestamp;
+use sha2::{Digest, Sha256};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The directory of a trading day's snapshots (the journal allows this one name beside its
+/// segments).
+pub const DIR_NAME: &str = "snapshots";
+const MAGIC: &[u8; 16] = b"bourse-snapshot1";
+const CHECKSUM_BYTES: usize = 32;
+/// Streams a snapshot may describe (ITCH + every account): a bound for decoding.
+const STREAMS_MAX: u32 = 1 << 16;
+/// Snapshots listed at most in a directory (older ones are pruned as new ones are written).
+const FILES_MAX: usize = 4096;
+/// How many snapshots a writer keeps (the newest; older ones are removed after a write).
+pub const KEEP: usize = 3;
+
+/// One output stream's position at the snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamPosition {
+    pub messages: u64,
+    pub bytes: u64,
+    /// The stream digest's SHA-256 state over those messages, if it was computed.
+    pub digest_state: Option<Vec<u8>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Journal records `1..=last_seq` are in the state.
+    pub last_seq: u64,
+    /// Inputs among them (records that are not leader changes).
+    pub inputs: u64,
+    /// The timestamp of record `last_seq`.
+    pub timestamp: Timestamp,
+    /// SHA-256 of the day header's encoding.
+    pub header_digest: [u8; 32],
+    /// ITCH first, then every account's OUCH in config order.
+    pub streams: Vec<StreamPosition>,
+    /// [`crate::exchange::Exchange::save_state`]'s bytes.
+    pub state: Vec<u8>,
+}
+
+/// SHA-256 of a day header's encoding (what a snapshot must match).
+pub fn header_digest(header_bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(header_bytes).into()
+}
+
+impl Snapshot {
+    /// The file's bytes, checksum included.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.state.len() + 256 + self.streams.len() * 160);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&self.last_seq.to_le_bytes());
+        out.extend_from_slice(&self.inputs.to_le_bytes());
+        out.extend_from_slice(&self.timestamp.0.to_le_bytes());
+        out.extend_from_slice(&self.header_digest);
+        out.extend_from_slice(&(self.streams.len() as u32).to_le_bytes());
+        for s in &self.streams {
+            out.extend_from_slice(&s.messages.to_le_bytes());
+            out.extend_from_slice(&s.bytes.to_le_bytes());
+            let state = s.digest_state.as_deref().unwrap_or(&[]);
+            out.extend_from_slice(&(state.len() as u32).to_le_bytes());
+            out.extend_from_slice(state);
+        }
+        out.extend_from_slice(&(self.state.len() as u64).to_le_bytes());
+        out.extend_from_slice(&self.state);
+        let checksum: [u8; 32] = Sha256::digest(&out).into();
+        out.extend_from_slice(&checksum);
+        out
+    }
+
+    /// Check the checksum and the framing; the exchange state inside is checked when it is
+    /// restored.
+    pub fn decode(bytes: &[u8]) -> Result<Snapshot, String> {
+        if bytes.len() < MAGIC.len() + CHECKSUM_BYTES {
+            return Err("shorter than a snapshot".into());
+        }
+        let (body, checksum) = bytes.split_at(bytes.len() - CHECKSUM_BYTES);
+        if Sha256::digest(body).as_slice() != checksum {
+            return Err("checksum mismatch".into());
+        }
+        let mut r = Reader { bytes: body, at: 0 };
+        if r.take(MAGIC.len())? != MAGIC {
+            return Err("not a snapshot of this version".into());
+        }
+        let last_seq = r.u64()?;
+        let inputs = r.u64()?;
+        let timestamp = Timestamp(r.u64()?);
+        let header_digest: [u8; 32] = r.take(32)?.try_into().expect("32 bytes");
+        let count = r.u32()?;
+        if count == 0 || count > STREAMS_MAX {
+            return Err(format!("{count} streams"));
+        }
+        let mut streams = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            let messages = r.u64()?;
+            let bytes = r.u64()?;
+            let state_len = r.u32()? as usize;
+            let state = r.take(state_len)?;
+            streams.push(StreamPosition {
+                messages,
+                bytes,
+                digest_state: (state_len > 0).then(|| state.to_vec()),
+            });
+        }
+        let state_len = usize::try_from(r.u64()?).map_err(|_| "state length".to_string())?;
+        let state = r.take(state_len)?.to_vec();
+        if r.at != body.len() {
+            return Err("trailing bytes".into());
+        }
+        if last_seq == 0 || inputs == 0 || inputs > last_seq {
+            return Err("record counts out of range".into());
+        }
+        Ok(Snapshot {
+            last_seq,
+            inputs,
+            timestamp,
+            header_digest,
+            streams,
+            state,
+        })
+    }
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or("cut short")?;
+        let taken = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(taken)
+    }
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4")))
+    }
+    fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8")))
+    }
+}
+
+/// The snapshot directory of the trading day journaled in `journal_dir`.
+pub fn dir_of(journal_dir: &Path) -> PathBuf {
+    journal_dir.join(DIR_NAME)
+}
+
+fn file_name(last_seq: u64) -> String {
+    format!("snapshot-{last_seq:020}.bin")
+}
+
+fn parse_file_name(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("snapshot-")?.strip_suffix(".bin")?;
+    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+/// Write `bytes` (an encoded snapshot after record `last_seq`) atomically into the day's
+/// snapshot directory: temporary file, fsync, rename, fsync of the directory. Returns the
+/// file's path.
+pub fn write_atomic(journal_dir: &Path, last_seq: u64, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    let dir = dir_of(journal_dir);
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(file_name(last_seq));
+    let tmp = dir.join(format!(".{}.tmp", file_name(last_seq)));
+    {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+    }
+    std::fs::rename(&tmp, &path)?;
+    std::fs::File::open(&dir)?.sync_all()?;
+    Ok(path)
+}
+
+/// The day's snapshot files, newest (highest `last_seq`) first. Temporary and foreign files
+/// are not listed.
+pub fn list(journal_dir: &Path) -> Vec<(u64, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir_of(journal_dir)) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(u64, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let seq = parse_file_name(e.file_name().to_str()?)?;
+            Some((seq, e.path()))
+        })
+        .take(FILES_MAX)
+        .collect();
+    found.sort_unstable_by_key(|(seq, _)| std::cmp::Reverse(*seq));
+    found
+}
+
+/// Remove all but the `keep` newest snapshots, and stray temporary files.
+pub fn prune(journal_dir: &Path, keep: usize) {
+    for (_, path) in list(journal_dir).into_iter().skip(keep) {
+        let _ = std::fs::remove_file(path);
+    }
+    if let Ok(entries) = std::fs::read_dir(dir_of(journal_dir)) {
+        for e in entries.filter_map(Result::ok).take(FILES_MAX) {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(".snapshot-") && name.ends_with(".tmp") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
+/// The newest snapshot of this day that checks: its file's checksum and framing, the day
+/// header, `last_seq <= through` (records the journal holds), and `accept` (the caller's
+/// check, e.g. that the state restores). Each one skipped is logged with why; `None` means a
+/// full replay. Returns the snapshot and what `accept` built from it.
+pub fn load_latest<T>(
+    journal_dir: &Path,
+    header_digest: &[u8; 32],
+    through: u64,
+    mut accept: impl FnMut(&Snapshot) -> Result<T, String>,
+) -> Option<(Snapshot, T)> {
+    for (seq, path) in list(journal_dir) {
+        let checked = std::fs::read(&path)
+            .map_err(|e| format!("cannot read: {e}"))
+            .and_then(|bytes| Snapshot::decode(&bytes))
+            .and_then(|s| {
+                if s.last_seq != seq {
+                    return Err(format!("holds record {}, named {seq}", s.last_seq));
+                }
+                if s.header_digest != *header_digest {
+                    return Err("another day or venue definition".into());
+                }
+                if s.last_seq > through {
+                    return Err(format!("past the journal's last record {through}")); // cut tail
+                }
+                let built = accept(&s)?;
+                Ok((s, built))
+            });
+        match checked {
+            Ok(found) => return Some(found),
+            Err(why) => {
+                tracing::warn!(path = %path.display(), "snapshot skipped: {why}");
+            }
+        }
+    }
+    None
+}
+
+/// When to take a snapshot, decided from journaled values only, so the snapshots are a
+/// deterministic function of the journal whatever the restarts: after every input whose count
+/// is a multiple of `every_inputs`, and after the first input of every `every_seconds`
+/// window of journaled time (timestamps count from the journal's midnight).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Schedule {
+    /// A snapshot every this many inputs (0: not by count).
+    pub every_inputs: u64,
+    /// A snapshot per this many nanoseconds of journaled time (0: not by time).
+    pub every_ns: u64,
+    last_inputs: u64,
+    last_ns: u64,
+}
+
+impl Schedule {
+    pub fn new(every_inputs: u64, every_seconds: u64) -> Schedule {
+        Schedule {
+            every_inputs,
+            every_ns: every_seconds.saturating_mul(1_000_000_000),
+            last_inputs: 0,
+            last_ns: 0,
+        }
+    }
+
+    /// The last input already applied (its count and journaled timestamp): a restart, a
+    /// loaded snapshot, the day's start.
+    pub fn start_at(&mut self, inputs: u64, timestamp: Timestamp) {
+        self.last_inputs = inputs;
+        self.last_ns = timestamp.0;
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.every_inputs > 0 || self.every_ns > 0
+    }
+
+    /// Is a snapshot due after input number `inputs`, journaled at `timestamp`?
+    #[inline]
+    pub fn due(&mut self, inputs: u64, timestamp: Timestamp) -> bool {
+        let window = |v: u64, every: u64| v.checked_div(every).unwrap_or(0);
+        let by_count =
+            window(inputs, self.every_inputs) > window(self.last_inputs, self.every_inputs);
+        let by_time = window(timestamp.0, self.every_ns) > window(self.last_ns, self.every_ns);
+        self.last_inputs = inputs;
+        self.last_ns = self.last_ns.max(timestamp.0);
+        by_count || by_time
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Snapshot {
+        Snapshot {
+            last_seq: 42,
+            inputs: 40,
+            timestamp: Timestamp(7),
+            header_digest: header_digest(b"day"),
+            streams: vec![
+                StreamPosition {
+                    messages: 3,
+                    bytes: 90,
+                    digest_state: Some(vec![1; 41]),
+                },
+                StreamPosition {
+                    messages: 0,
+                    bytes: 0,
+                    digest_state: None,
+                },
+            ],
+            state: b"state bytes".to_vec(),
+        }
+    }
+
+    #[test]
+    fn encodes_and_decodes_and_any_flipped_byte_is_refused() {
+        let s = sample();
+        let bytes = s.encode();
+        assert_eq!(Snapshot::decode(&bytes).unwrap(), s);
+        for at in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x10;
+            assert!(Snapshot::decode(&bad).is_err(), "flip at {at} accepted");
+        }
+        for len in 0..bytes.len() {
+            assert!(Snapshot::decode(&bytes[..len]).is_err(), "cut at {len}");
+        }
+    }
+
+    #[test]
+    fn the_newest_valid_snapshot_is_loaded_damaged_ones_skipped() {
+        let temp = tempfile::tempdir().unwrap();
+        let day = temp.path();
+        let digest = header_digest(b"day");
+        for seq in [10u64, 20, 30] {
+            let s = Snapshot {
+                last_seq: seq,
+                inputs: seq,
+                ..sample()
+            };
+            write_atomic(day, seq, &s.encode()).unwrap();
+        }
+        let pick =
+            |through| load_latest(day, &digest, through, |_| Ok(())).map(|(s, ())| s.last_seq);
+        assert_eq!(pick(100), Some(30));
+        assert_eq!(pick(25), Some(20), "past the journal's end: skipped");
+        // Damage the newest: the next one is used.
+        let newest = dir_of(day).join(file_name(30));
+        let mut bytes = std::fs::read(&newest).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 1;
+        std::fs::write(&newest, bytes).unwrap();
+        assert_eq!(pick(100), Some(20));
+        // Another venue's: none fits.
+        assert!(load_latest(day, &header_digest(b"other"), 100, |_| Ok(())).is_none());
+        prune(day, 1);
+        assert_eq!(list(day).len(), 1);
+    }
+
+    #[test]
+    fn schedule_counts_inputs_and_journaled_time() {
+        let mut by_count = Schedule::new(3, 0);
+        let due: Vec<u64> = (1..=10)
+            .filter(|&n| by_count.due(n, Timestamp(n)))
+            .collect();
+        assert_eq!(due, [3, 6, 9]);
+        let mut by_time = Schedule::new(0, 2);
+        let second = 1_000_000_000;
+        by_time.start_at(0, Timestamp(10 * second));
+        let due: Vec<u64> = (1..=10)
+            .filter(|&n| by_time.due(n, Timestamp(10 * second + n * second)))
+            .collect();
+        assert_eq!(
+            due,
+            [2, 4, 6, 8, 10],
+            "at the first input of each 2 s window"
+        );
+        // The same points whatever the restart: count from where the journal ends.
+        let mut restarted = Schedule::new(3, 0);
+        restarted.start_at(4, Timestamp(0));
+        let due: Vec<u64> = (5..=10)
+            .filter(|&n| restarted.due(n, Timestamp(n)))
+            .collect();
+        assert_eq!(due, [6, 9]);
+        assert!(!Schedule::new(0, 0).enabled());
+    }
+}
