@@ -295,7 +295,9 @@ pub struct SnapshotConfig {
 impl Default for SnapshotConfig {
     fn default() -> Self {
         SnapshotConfig {
-            every_inputs: 1_000_000,
+            // Off by default: the engine thread pauses to encode the state (tens to hundreds of
+            // milliseconds on a busy day) and restart does not read snapshots yet.
+            every_inputs: 0,
             every_seconds: 0,
             keep: 3,
         }
