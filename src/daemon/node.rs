@@ -22,7 +22,7 @@ use crate::sequencer::record::{
     KIND_TICK,
 };
 use crate::sequencer::{Clock, JournalLog, Sequencer, SequencingError};
-use crate::stream::{StreamReader, StreamWriter, stream};
+use crate::stream::{StreamReader, StreamWriter};
 use crate::types::{AccountId, Timestamp};
 use crate::wake::Waker;
 use crate::wire::ouch::Inbound;
@@ -708,14 +708,13 @@ impl<F: FeedOut> Replayed<F> {
         layout: Layout,
         mut progress: impl FnMut(u64, u64),
     ) -> Result<Self, String> {
-        let accounts = config.accounts.len();
-        let (ouch_writers, ouch_readers) = streams(
-            accounts,
-            limits::OUCH_STREAM_BYTES,
-            limits::OUCH_STREAM_MESSAGES,
-        )?;
-        let (itch, itch_reader) = stream(limits::ITCH_STREAM_BYTES, limits::ITCH_STREAM_MESSAGES)
-            .map_err(|e| e.to_string())?;
+        // The stores are rebuilt from the journal: started afresh (a store left by an
+        // earlier run is replaced, so nothing is doubled).
+        let stores = crate::stream::store_dir(dir);
+        let (ouch_writers, ouch_readers) = ouch_stores(&stores, config.accounts.len())?;
+        let (itch, itch_reader) =
+            StreamWriter::create(&stores.join(ITCH_STORE_NAME), limits::ITCH_STORE)
+                .map_err(|e| format!("cannot create the ITCH store: {e}"))?;
         let shared = Arc::new(OutputShared::default());
         let mut streams = Streams::new(ouch_writers, itch, itch_reader.clone(), shared.clone());
         let header = DayHeader {
@@ -977,12 +976,22 @@ pub(crate) fn journal_config(config: &Config, dir: &Path) -> JournalConfig {
 
 type StreamSet = (Vec<StreamWriter>, Vec<StreamReader>);
 
-fn streams(count: usize, bytes: u64, messages: u64) -> Result<StreamSet, String> {
+/// The session's ITCH store in a journal's store directory ([`crate::stream::store_dir`]).
+pub const ITCH_STORE_NAME: &str = "itch.store";
+
+/// Account `index`'s (0-based, config order) OUCH store in a journal's store directory.
+pub fn ouch_store_name(index: usize) -> String {
+    format!("ouch-{index:05}.store")
+}
+
+/// Every account's OUCH store, started afresh.
+fn ouch_stores(dir: &Path, count: usize) -> Result<StreamSet, String> {
+    let caps = limits::ouch_store(count);
     let mut writers = Vec::with_capacity(count);
     let mut readers = Vec::with_capacity(count);
-    for _ in 0..count {
-        let (w, r) =
-            stream(bytes, messages).map_err(|e| format!("cannot reserve an OUCH stream: {e}"))?;
+    for index in 0..count {
+        let (w, r) = StreamWriter::create(&dir.join(ouch_store_name(index)), caps)
+            .map_err(|e| format!("cannot create an OUCH store: {e}"))?;
         writers.push(w);
         readers.push(r);
     }
