@@ -708,7 +708,7 @@ impl Shared {
             }
         }
         marks.dropped = marks.dropped.max(cold_end);
-        let grown = end.saturating_sub(marks.last_end);
+        let grown = end.saturating_sub(marks.last_end.max(start));
         marks.last_end = end;
         // Only a region being written gets pages ahead: an idle account's store costs nothing.
         let ahead = (2 * grown).clamp(AHEAD_BYTES_MIN, AHEAD_BYTES_MAX);

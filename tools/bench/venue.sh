@@ -11,6 +11,6 @@ sed -e "s|@JOURNAL@|$OUT/journal-$name|" -e "s|@DURABILITY@|$durability|" -e "s|
   tools/bench/bench.toml > "$OUT/$name.toml"
 "${BOURSE:-target/release/bourse}" run --config "$OUT/$name.toml" > "$OUT/$name.addr" 2> "$OUT/$name.log" &
 echo $! > "$OUT/$name.pid"
-for _ in $(seq 100); do grep -q listening "$OUT/$name.addr" && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q listening "$OUT/$name.addr" && break; sleep 0.1; done
 sleep "${SETTLE:-4}"   # the journal helper pre-faults the next segment first
 sed 's/.*gateway=\([^ ]*\).*/\1/' "$OUT/$name.addr"
