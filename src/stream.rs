@@ -17,8 +17,10 @@
 //! mapping that unmaps the page and keeps its contents in the page cache; a reader that looks
 //! at it again faults it back in, then it is dropped again) and maps the pages just ahead of
 //! the writer (`MADV_POPULATE_WRITE`), so the writer's first touch of a page does not fault
-//! into the file system on the hot path. Reserved address space is not memory: only touched
-//! page tables and pages cost anything.
+//! into the file system on the hot path. It also reserves the file's blocks ahead of the
+//! writer (`fallocate`): a write into a hole the file system cannot fill would be a SIGBUS,
+//! so a refused reservation makes the store full instead. Reserved address space is not
+//! memory: only touched page tables and pages cost anything.
 //!
 //! [`stream`] keeps the anonymous variant (tests, Miri).
 //!
@@ -62,6 +64,11 @@ const KEEPER_FULL_ROUNDS: u64 = 20;
 /// Pages mapped ahead of the writer: twice what it wrote in the last interval, within these.
 const AHEAD_BYTES_MIN: u64 = 64 << 10;
 const AHEAD_BYTES_MAX: u64 = 4 << 20;
+/// Disk blocks reserved (`fallocate`) ahead of a writer, and ahead of an idle store: a write
+/// into a mapped hole the file system cannot fill would be a SIGBUS; a failed reservation
+/// makes the store full instead (the venue stops taking orders, as at its caps).
+const RESERVE_AHEAD_BYTES: u64 = 64 << 20;
+const RESERVE_IDLE_BYTES: u64 = 64 << 10;
 /// Streams the keeper looks after at once (every account's store and the ITCH store of a few
 /// nodes in one process).
 pub const KEPT_STREAMS_MAX: usize = 1 << 18;
@@ -107,9 +114,9 @@ pub fn store_dir(journal_dir: &Path) -> PathBuf {
 /// whole area (as `MmapMut`'s `Deref` would).
 struct Storage {
     raw: memmap2::MmapRaw,
-    /// A shared file mapping (only those may be tended: `MADV_DONTNEED` on anonymous memory
-    /// would zero it).
-    file: bool,
+    /// The file of a shared file mapping (only those may be tended: `MADV_DONTNEED` on
+    /// anonymous memory would zero it); kept open to reserve its blocks ahead of the writer.
+    file: Option<std::fs::File>,
 }
 
 impl Storage {
@@ -129,6 +136,8 @@ struct RegionMarks {
     populated: u64,
     /// The region's published end at the last round.
     last_end: u64,
+    /// Mapping offset below which the file's blocks are reserved.
+    reserved: u64,
 }
 
 #[derive(Default)]
@@ -144,6 +153,11 @@ struct Shared {
     readers: AtomicU64,
     /// Only the keeper thread locks it.
     marks: Mutex<KeeperMarks>,
+    /// The file system refused to reserve blocks ahead: the writer refuses appends.
+    no_space: std::sync::atomic::AtomicBool,
+    /// Tests: reservations fail as on a full file system.
+    #[cfg(test)]
+    fail_reservations: std::sync::atomic::AtomicBool,
     // Declared last: dropped (unmapped) after everything above.
     storage: Storage,
 }
@@ -199,7 +213,7 @@ pub fn stream(
     check_caps(caps)?;
     let len = usize::try_from(caps.mapping_bytes()).map_err(|_| too_large())?;
     let raw = memmap2::MmapRaw::from(memmap2::MmapMut::map_anon(len)?);
-    let shared = Shared::new(Storage { raw, file: false }, caps);
+    let shared = Shared::new(Storage { raw, file: None }, caps);
     shared.write_header();
     let writer = StreamWriter::at(Arc::new(shared), 0);
     let reader = writer.reader();
@@ -238,6 +252,9 @@ impl Shared {
             caps,
             readers: AtomicU64::new(0),
             marks: Mutex::new(KeeperMarks::default()),
+            no_space: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(test)]
+            fail_reservations: std::sync::atomic::AtomicBool::new(false),
             storage,
         }
     }
@@ -255,7 +272,7 @@ impl Shared {
             self.view.store_u64_release(AT_SYNCED, 0);
             // Only a file outlives this boot (and Miri, which runs the anonymous tests, may
             // not read /proc).
-            let boot = if self.storage.file {
+            let boot = if self.storage.file.is_some() {
                 boot_id()
             } else {
                 [0; 16]
@@ -336,8 +353,17 @@ impl StreamWriter {
         let raw = memmap2::MmapOptions::new()
             .map_raw(&file)
             .map_err(|e| with_path(&fresh, "cannot map", e))?;
-        let shared = Shared::new(Storage { raw, file: true }, caps);
+        let shared = Shared::new(
+            Storage {
+                raw,
+                file: Some(file),
+            },
+            caps,
+        );
         shared.write_header();
+        shared
+            .reserve_now()
+            .map_err(|e| with_path(&fresh, "cannot reserve disk blocks for", e))?;
         std::fs::rename(&fresh, path).map_err(|e| with_path(path, "cannot rename into", e))?;
         let shared = Arc::new(shared);
         if tended {
@@ -381,7 +407,13 @@ impl StreamWriter {
         let raw = memmap2::MmapOptions::new()
             .map_raw(&file)
             .map_err(|e| with_path(path, "cannot map", e))?;
-        let shared = Shared::new(Storage { raw, file: true }, caps);
+        let shared = Shared::new(
+            Storage {
+                raw,
+                file: Some(file),
+            },
+            caps,
+        );
         let held = shared.trusted_count().map_err(|why| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
@@ -396,6 +428,9 @@ impl StreamWriter {
                 .store_u64_release(AT_SYNCED, shared.header_u64(AT_SYNCED).min(held));
             shared.view.write(AT_BOOT_ID, &boot_id());
         }
+        shared
+            .reserve_now()
+            .map_err(|e| with_path(path, "cannot reserve disk blocks for", e))?;
         let shared = Arc::new(shared);
         keeper().keep(&shared)?;
         Ok((StreamWriter::at(shared, held), held))
@@ -438,6 +473,11 @@ impl StreamWriter {
         let start = self.end_bytes;
         let end = start + message.len() as u64;
         if end > caps.bytes || self.count >= caps.messages {
+            return Err(StreamFull);
+        }
+        // A relaxed load: the keeper raises it long before the writer reaches unreserved
+        // blocks (it reserves RESERVE_AHEAD_BYTES ahead).
+        if self.shared.no_space.load(Ordering::Relaxed) {
             return Err(StreamFull);
         }
         let at = caps.index_at() + self.count * INDEX_ENTRY_BYTES;
@@ -578,7 +618,7 @@ impl StreamReader {
     /// them. Returns that count; an anonymous stream has nothing to sync (0).
     pub fn sync(&self) -> std::io::Result<u64> {
         let shared = &self.shared;
-        if !shared.storage.file {
+        if shared.storage.file.is_none() {
             return Ok(0);
         }
         let published = self.len();
@@ -621,7 +661,7 @@ fn keeper() -> &'static Keeper {
 
 impl Keeper {
     fn keep(&self, shared: &Arc<Shared>) -> std::io::Result<()> {
-        assert!(shared.storage.file, "only file stores are tended");
+        assert!(shared.storage.file.is_some(), "only file stores are tended");
         let mut streams = self.streams.lock().expect("not poisoned");
         streams.retain(|s| s.strong_count() > 0);
         if streams.len() >= KEPT_STREAMS_MAX {
@@ -665,7 +705,7 @@ impl Shared {
     /// One keeper round for this store; `full` drops the whole cold range again, not only
     /// what went cold since the last round.
     fn tend(&self, full: bool) {
-        assert!(self.storage.file);
+        assert!(self.storage.file.is_some());
         let published = self.published();
         let caps = self.caps;
         let index_end = caps.index_at() + published * INDEX_ENTRY_BYTES;
@@ -710,6 +750,12 @@ impl Shared {
         marks.dropped = marks.dropped.max(cold_end);
         let grown = end.saturating_sub(marks.last_end.max(start));
         marks.last_end = end;
+        let reserve = if grown > 0 {
+            RESERVE_AHEAD_BYTES
+        } else {
+            RESERVE_IDLE_BYTES
+        };
+        self.reserve(marks, end, reserve, limit);
         // Only a region being written gets pages ahead: an idle account's store costs nothing.
         let ahead = (2 * grown).clamp(AHEAD_BYTES_MIN, AHEAD_BYTES_MAX);
         let want = page_ceil(end + ahead).min(limit);
@@ -726,6 +772,72 @@ impl Shared {
                 tracing::debug!("message store: MADV_POPULATE_WRITE failed: {e}");
             }
             marks.populated = want;
+        }
+    }
+}
+
+impl Shared {
+    /// Reserve the file's blocks through `end + ahead` (within `limit`); a refusal other than
+    /// "not supported" marks the store out of space.
+    fn reserve(&self, marks: &mut RegionMarks, end: u64, ahead: u64, limit: u64) {
+        let want = page_ceil(end + ahead).min(limit);
+        let from = marks.reserved.max(page_floor(end));
+        if want <= from || self.no_space.load(Ordering::Relaxed) {
+            return;
+        }
+        match self.fallocate(from, want - from) {
+            Ok(()) => marks.reserved = want,
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => marks.reserved = want,
+            Err(e) => {
+                self.no_space.store(true, Ordering::Relaxed);
+                tracing::error!(
+                    "message store: cannot reserve disk blocks ({e}); it refuses appends from now on"
+                );
+            }
+        }
+    }
+
+    /// The first reservation of a store being created or reopened: refused = no store.
+    fn reserve_now(&self) -> std::io::Result<()> {
+        let published = self.published();
+        let caps = self.caps;
+        let index_end = caps.index_at() + published * INDEX_ENTRY_BYTES;
+        let data_end = caps.data_at() + self.end_offset(published);
+        let mut marks = self.marks.lock().expect("not poisoned");
+        let marks = &mut *marks;
+        self.reserve(
+            &mut marks.index,
+            index_end,
+            RESERVE_IDLE_BYTES,
+            caps.data_at(),
+        );
+        self.reserve(
+            &mut marks.data,
+            data_end,
+            RESERVE_IDLE_BYTES,
+            caps.mapping_bytes(),
+        );
+        if self.no_space.load(Ordering::Relaxed) {
+            return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        Ok(())
+    }
+
+    fn fallocate(&self, offset: u64, bytes: u64) -> std::io::Result<()> {
+        #[cfg(test)]
+        if self.fail_reservations.load(Ordering::Relaxed) {
+            return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        let file = self.storage.file.as_ref().expect("a file store");
+        let (offset, bytes) = (offset as libc::off_t, bytes as libc::off_t);
+        // SAFETY: a plain system call on an open descriptor; mode 0 allocates blocks inside
+        // the file's size (it never changes bytes or the size).
+        let rc =
+            unsafe { libc::fallocate(std::os::fd::AsRawFd::as_raw_fd(file), 0, offset, bytes) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
         }
     }
 }
@@ -956,6 +1068,36 @@ mod tests {
         assert_eq!(w.append(b""), Ok(2));
         assert_eq!(w.append(b""), Err(StreamFull));
         assert_eq!(r.len(), 2);
+    }
+
+    /// A file system that cannot reserve the blocks ahead (full): the store refuses appends
+    /// (the venue stops taking orders) instead of the writer's next page being a SIGBUS.
+    #[test]
+    #[cfg_attr(miri, ignore = "Miri cannot map files")]
+    fn a_store_whose_blocks_cannot_be_reserved_refuses_appends() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.store");
+        let (mut w, r) =
+            StreamWriter::create_tended(&path, Caps::for_bytes(1 << 30), false).unwrap();
+        assert_eq!(w.append(b"before"), Ok(1));
+        tend_now(&r);
+        assert_eq!(w.append(b"still fine"), Ok(2));
+        r.shared.fail_reservations.store(true, Ordering::Relaxed);
+        // The writer moves past what was reserved; the keeper's next reservation fails.
+        for _ in 0..(RESERVE_IDLE_BYTES / 64 + 1) {
+            w.append(&[1u8; 64]).unwrap();
+        }
+        tend_now(&r);
+        assert_eq!(w.append(b"after"), Err(StreamFull));
+        assert_eq!(
+            r.get(1),
+            Some(&b"before"[..]),
+            "what was said stays readable"
+        );
+        // Blocks were reserved ahead of the writer while there was room.
+        use std::os::unix::fs::MetadataExt;
+        let allocated = std::fs::metadata(&path).unwrap().blocks() * 512;
+        assert!(allocated >= RESERVE_IDLE_BYTES, "{allocated}");
     }
 
     fn rss_file_bytes() -> u64 {
