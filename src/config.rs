@@ -296,7 +296,7 @@ impl Default for SnapshotConfig {
     fn default() -> Self {
         SnapshotConfig {
             // Off by default: the engine thread pauses to encode the state (tens to hundreds of
-            // milliseconds on a busy day) and restart does not read snapshots yet.
+            // milliseconds on a busy day); an operator who wants short restarts turns them on.
             every_inputs: 0,
             every_seconds: 0,
             keep: 3,

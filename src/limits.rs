@@ -12,14 +12,24 @@ pub const MESSAGE_BYTES_MAX: usize = 96;
 const _: () = assert!(itch::MAX_MESSAGE_LEN <= MESSAGE_BYTES_MAX);
 const _: () = assert!(ouch::MAX_MESSAGE_LEN <= MESSAGE_BYTES_MAX);
 
-/// Reserved size of the session's ITCH stream (virtual: pages are used as written).
-pub const ITCH_STREAM_BYTES: u64 = 8 << 30;
-pub const ITCH_STREAM_MESSAGES: u64 = 256 << 20;
-/// Reserved size of each account's OUCH stream.
-pub const OUCH_STREAM_BYTES: u64 = 1 << 30;
-pub const OUCH_STREAM_MESSAGES: u64 = 32 << 20;
-const _: () = assert!(ITCH_STREAM_BYTES >= ITCH_STREAM_MESSAGES * 8);
-const _: () = assert!(OUCH_STREAM_BYTES >= OUCH_STREAM_MESSAGES * 8);
+/// The session's ITCH store (a sparse file mapped whole, see [`crate::stream`]): 1 TiB of
+/// messages and 64 Gi of them (16 bytes a message on average; the index is 8 bytes a
+/// message). A day at 1M ITCH messages/s of 30 bytes fills it in 10.2 hours.
+pub const ITCH_STORE: crate::stream::Caps = crate::stream::Caps::for_bytes(1 << 40);
+/// Each account's OUCH store: its share of [`OUCH_STORES_BYTES`], at most
+/// [`OUCH_STORE_BYTES_MAX`] ([`ouch_store`]).
+pub const OUCH_STORE_BYTES_MAX: u64 = 512 << 30;
+/// All accounts' OUCH stores together (reserved address space, not memory or disk).
+pub const OUCH_STORES_BYTES: u64 = 4 << 40;
+const _: () = assert!(ITCH_STORE.bytes >= ITCH_STORE.messages * 8);
+
+/// The capacities of each account's OUCH store when the venue has `accounts` (at most 65,535:
+/// at least 64 MiB each). With 8 accounts or fewer, 512 GiB each: an account sent 1M OUCH
+/// messages/s of 40 bytes fills it in 3.8 hours, one of 8 sharing that rate in 30 hours.
+pub fn ouch_store(accounts: usize) -> crate::stream::Caps {
+    let share = OUCH_STORES_BYTES / accounts.max(1) as u64;
+    crate::stream::Caps::for_bytes(share.min(OUCH_STORE_BYTES_MAX) / 4096 * 4096)
+}
 
 /// Batches whose outputs may wait for their release at once (the output stage keeps one
 /// checkpoint per batch). The sequencer stops taking input when this many are unreleased.

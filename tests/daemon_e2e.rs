@@ -332,3 +332,97 @@ fn kill9_then_restart_replays_the_same_streams_and_continues_numbering() {
     assert_eq!(e.match_number.0, 2, "match numbers continue without a gap");
     assert_eq!(after[0].0, 4, "SoupBinTCP numbering continues");
 }
+
+/// The day's message store file `name` (one trading day under `journal`): its count and the
+/// SHA-256 of its messages in replay's framing, read after the daemon stopped.
+fn store_digest(journal: &std::path::Path, name: &str, caps: bourse::stream::Caps) -> String {
+    let days = bourse::days::list(journal).unwrap();
+    assert_eq!(days.len(), 1, "one trading day");
+    let path = bourse::stream::store_dir(&days[0].dir).join(name);
+    let (writer, held) = bourse::stream::StreamWriter::open(&path, caps).unwrap();
+    let reader = writer.reader();
+    let mut h = StreamHasher::default();
+    for seq in 1..=held {
+        h.add(reader.get(seq).unwrap());
+    }
+    format!("{held} messages sha256 {}", h.digest())
+}
+
+/// Sequenced messages that arrive within `quiet` (after the expected ones: none).
+fn more_messages(client: &mut OuchClient, quiet: Duration) -> Vec<u64> {
+    let deadline = std::time::Instant::now() + quiet;
+    let mut extra = Vec::new();
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        match client.recv(left.max(Duration::from_millis(1))).unwrap() {
+            Some(Received::Sequenced(seq, _)) | Some(Received::Undecodable(seq, _)) => {
+                extra.push(seq)
+            }
+            Some(Received::Heartbeat) => {}
+            Some(other) => panic!("unexpected {other:?}"),
+            None => break,
+        }
+    }
+    extra
+}
+
+/// The session stores are files beside the day's journal (`<day>/stores/`). A restart — clean
+/// or kill -9 — rebuilds them from the journal over the files an earlier run left, and a
+/// re-login from 1 gets every message exactly once; the files then hold exactly the streams
+/// offline replay computes.
+#[test]
+fn restarts_over_existing_store_files_replay_every_message_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(dir.path(), "");
+    let venue = Venue::start(dir.path(), &text);
+    let mut alice = login(&venue, "ALICE", "alicepw", 1);
+    for i in 0..20u32 {
+        let token = format!("R{i}");
+        alice
+            .send(&enter(&token, b'B', 100, "AAPL", 100_000 - i * 100))
+            .unwrap();
+    }
+    let first = alice.recv_messages(21, TIMEOUT).unwrap();
+    assert_eq!(kinds(&first), format!("S{}", "A".repeat(20)));
+    let journal = venue.journal.clone();
+    let stores = bourse::stream::store_dir(&bourse::days::list(&journal).unwrap()[0].dir);
+    for name in ["itch.store", "ouch-00000.store", "ouch-00001.store"] {
+        assert!(
+            stores.join(name).is_file(),
+            "{name} in {}",
+            stores.display()
+        );
+    }
+    assert!(venue.stop().success());
+
+    for stop_by_kill in [false, true] {
+        let venue = Venue::start(dir.path(), &text);
+        let mut again = login(&venue, "ALICE", "alicepw", 1);
+        assert_eq!(again.recv_messages(21, TIMEOUT).unwrap(), first);
+        assert_eq!(
+            more_messages(&mut again, Duration::from_millis(300)),
+            Vec::<u64>::new(),
+            "nothing doubled"
+        );
+        if stop_by_kill {
+            venue.kill9();
+        } else {
+            assert!(venue.stop().success());
+        }
+    }
+
+    let (ok, out) = bourse(&["replay", "--journal", journal.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    let accounts = 3;
+    let itch = store_digest(&journal, "itch.store", bourse::limits::ITCH_STORE);
+    assert_eq!(replay_line(&out, "itch "), format!("itch {itch}"));
+    let ouch = store_digest(
+        &journal,
+        "ouch-00000.store",
+        bourse::limits::ouch_store(accounts),
+    );
+    assert_eq!(
+        replay_line(&out, "ouch ALICE"),
+        format!("ouch ALICE {ouch}")
+    );
+    assert!(ouch.starts_with("21 messages"), "{ouch}");
+}

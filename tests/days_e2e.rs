@@ -183,6 +183,16 @@ fn a_new_date_after_an_ended_day_opens_a_new_day_and_the_old_one_is_kept() {
     assert_eq!(digests(&day2_out), digests(&latest));
     // The admin secret is the venue's, beside journal.dir, not per day.
     assert!(dir.path().join("journal.admin-secret").exists());
+    // Each day has its own message stores beside its journal; yesterday's are kept.
+    assert_eq!(alice_store_messages(&day1_dir), 6, "SAA then CCS");
+    assert_eq!(alice_store_messages(&day2_dir), 2, "SA");
+}
+
+/// Messages in ALICE's (the first account's) OUCH store of the day in `day_dir`.
+fn alice_store_messages(day_dir: &Path) -> u64 {
+    let path = bourse::stream::store_dir(day_dir).join("ouch-00000.store");
+    let caps = bourse::limits::ouch_store(3);
+    bourse::stream::StreamWriter::open(&path, caps).unwrap().1
 }
 
 /// Replay digests of the journal (or latest day) under `path`, if it replays.

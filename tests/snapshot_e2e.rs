@@ -103,7 +103,7 @@ fn the_daemon_writes_snapshots_and_a_replay_from_them_equals_the_full_replay() {
     );
     assert_eq!(resumed, full);
 
-    // Restart (a full replay until the stores are file-backed), trade on, replay again.
+    // Restart (from the newest snapshot), trade on, replay again.
     let venue = Venue::start(dir.path(), &config);
     trade(&venue, "b", 10);
     assert!(venue.stop().success());
@@ -118,5 +118,103 @@ fn the_daemon_writes_snapshots_and_a_replay_from_them_equals_the_full_replay() {
         out.contains(&format!("from the snapshot after record {}", files[0].0)),
         "{out}"
     );
+    assert_eq!(resumed, full);
+}
+
+/// Sequenced messages that arrive within `quiet` after the expected ones (there should be
+/// none).
+fn more_messages(client: &mut OuchClient, quiet: std::time::Duration) -> Vec<u64> {
+    use bourse::client::Received;
+    let deadline = std::time::Instant::now() + quiet;
+    let mut extra = Vec::new();
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        match client.recv(left.max(std::time::Duration::from_millis(1))) {
+            Ok(Some(Received::Sequenced(seq, _) | Received::Undecodable(seq, _))) => {
+                extra.push(seq)
+            }
+            Ok(Some(Received::Heartbeat)) => {}
+            Ok(None) => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    extra
+}
+
+/// The inode of a store file: a full replay recreates every store (a new file renamed over
+/// the old one), a restart from a snapshot reopens them.
+fn inode(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().ino()
+}
+
+/// A daemon killed with -9 restarts from its newest snapshot: the stores are reopened (not
+/// rebuilt) and cut to the snapshot, only the journal's tail is applied, a re-login from 1
+/// gets every message exactly once, numbering continues, and the journal still replays to
+/// what the daemon said.
+#[test]
+fn a_killed_daemon_restarts_from_its_snapshot_and_every_message_is_there_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_text(dir.path(), "[snapshot]\nevery_inputs = 7\nkeep = 2\n");
+    let journal = dir.path().join("journal");
+    let venue = Venue::start(dir.path(), &config);
+    let mut alice =
+        OuchClient::login(venue.gateway, "ALICE", "alicepw", "", 1, TIMEOUT).expect("login");
+    for i in 0..20u32 {
+        alice
+            .send(&enter(&format!("R{i}"), b'B', 100, 90_000 - i * 100))
+            .unwrap();
+    }
+    let first = alice.recv_messages(21, TIMEOUT).unwrap();
+    let day = day_dir(&journal);
+    // Snapshots after inputs 7, 14 and 21 (one may be skipped while two are being written):
+    // wait for the writer to finish what it will write.
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    let mut newest = 0;
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let now = bourse::snapshot::list(&day).first().map_or(0, |s| s.0);
+        if now > 0 && now == newest {
+            break;
+        }
+        newest = now;
+        assert!(std::time::Instant::now() < deadline, "no snapshot");
+    }
+    // One more input after the snapshot: the tail the restart applies.
+    alice.send(&enter("TAIL", b'B', 100, 80_000)).unwrap();
+    let tail = alice.recv_messages(1, TIMEOUT).unwrap();
+    drop(alice);
+    let itch_store = bourse::stream::store_dir(&day).join("itch.store");
+    let itch_inode = inode(&itch_store);
+    venue.kill9();
+
+    let venue = Venue::start(dir.path(), &config);
+    assert_eq!(
+        inode(&itch_store),
+        itch_inode,
+        "the stores were reopened at the snapshot, not rebuilt by a full replay"
+    );
+    let mut again =
+        OuchClient::login(venue.gateway, "ALICE", "alicepw", "", 1, TIMEOUT).expect("login");
+    let replayed = again.recv_messages(22, TIMEOUT).unwrap();
+    assert_eq!(replayed[..21], first[..]);
+    assert_eq!(replayed[21..], tail[..]);
+    assert_eq!(
+        more_messages(&mut again, std::time::Duration::from_millis(300)),
+        Vec::<u64>::new(),
+        "nothing doubled"
+    );
+    again.send(&enter("NEXT", b'B', 100, 70_000)).unwrap();
+    let next = again.recv_messages(1, TIMEOUT).unwrap();
+    assert_eq!(next[0].0, 23, "SoupBinTCP numbering continues");
+    match &next[0].1 {
+        bourse::wire::ouch::Outbound::Accepted(a) => {
+            assert_eq!(a.order_ref.0, 22, "order references continue")
+        }
+        other => panic!("{other:?}"),
+    }
+    drop(again);
+    assert!(venue.stop().success());
+    let (full, _) = digests(&journal, false);
+    let (resumed, _) = digests(&journal, true);
     assert_eq!(resumed, full);
 }

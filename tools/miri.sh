@@ -5,7 +5,9 @@
 #
 # Miri cannot map files, so these tests run the same code over heap buffers or anonymous
 # mappings (SharedBytes views); the file-mapping glue in reader.rs / writer.rs only builds
-# such views from memmap2's raw mappings and is covered by the ordinary test suite.
+# such views from memmap2's raw mappings and is covered by the ordinary test suite, as are the
+# message stores' file glue (src/stream.rs: create/open of the sparse file, the keeper's
+# madvise calls), whose tests are ignored under Miri.
 #
 # Needs a nightly toolchain with the miri component (`rustup component add --toolchain
 # nightly miri rust-src`). Usage: tools/miri.sh   (about 2 minutes on 2 cores, warm)

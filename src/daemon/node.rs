@@ -23,7 +23,7 @@ use crate::sequencer::record::{
 };
 use crate::sequencer::{Clock, JournalLog, Sequencer, SequencingError};
 use crate::snapshot::writer::SnapshotWriter;
-use crate::stream::{StreamReader, StreamWriter, stream};
+use crate::stream::{StreamReader, StreamWriter};
 use crate::types::{AccountId, Timestamp};
 use crate::wake::Waker;
 use crate::wire::ouch::Inbound;
@@ -768,14 +768,6 @@ impl<F: FeedOut> Replayed<F> {
         layout: Layout,
         mut progress: impl FnMut(u64, u64),
     ) -> Result<Self, String> {
-        let accounts = config.accounts.len();
-        let (ouch_writers, ouch_readers) = streams(
-            accounts,
-            limits::OUCH_STREAM_BYTES,
-            limits::OUCH_STREAM_MESSAGES,
-        )?;
-        let (itch, itch_reader) = stream(limits::ITCH_STREAM_BYTES, limits::ITCH_STREAM_MESSAGES)
-            .map_err(|e| e.to_string())?;
         let header = DayHeader {
             format: DayHeader::FORMAT,
             gateway_session: config.gateway.session.clone(),
@@ -799,7 +791,16 @@ impl<F: FeedOut> Replayed<F> {
                     Some(core),
                 )
             }
-            None => (ouch_writers, ouch_readers, itch, itch_reader, 1, None),
+            None => {
+                // The stores are rebuilt from the journal: started afresh (a store left by an
+                // earlier run is replaced, so nothing is doubled).
+                let stores = crate::stream::store_dir(dir);
+                let (ouch_writers, ouch_readers) = ouch_stores(&stores, config.accounts.len())?;
+                let (itch, itch_reader) =
+                    StreamWriter::create(&stores.join(ITCH_STORE_NAME), limits::ITCH_STORE)
+                        .map_err(|e| format!("cannot create the ITCH store: {e}"))?;
+                (ouch_writers, ouch_readers, itch, itch_reader, 1, None)
+            }
         };
         let shared = Arc::new(OutputShared::default());
         let mut streams = Streams::new(ouch_writers, itch, itch_reader.clone(), shared.clone());
@@ -902,25 +903,76 @@ struct Resumed {
     streams: ReopenedStreams,
 }
 
-/// **The hook for restarting from a state snapshot.** A restart needs the output streams as
-/// they were after the snapshot's record (sessions replay their replies from them on
-/// re-login, the re-request server serves the feed from them): every stream's files opened
-/// and cut to `positions[k].messages` messages (ITCH first, then each account's OUCH in
-/// config order; `positions[k].bytes` is the data to keep). On this branch the stores are
-/// anonymous memory, so nothing can be reopened: `None`, and the daemon replays the whole
-/// journal. With file-backed stores, return them here (and set
-/// [`STREAM_STORES_REOPEN`]): the daemon then restores the exchange from the snapshot and
-/// applies only the journal's tail. (A snapshot taken after End of Messages also needs the
-/// output stage to know where that message is: see `Streams::end_of_messages_at`.)
+/// The output streams as they were after a snapshot's record: every store in the day's
+/// `stores/` reopened and cut to `positions[k].messages` (ITCH first, then each account's
+/// OUCH in config order), checked against the snapshot's byte counts. `None` (with a log
+/// line) when a store holds fewer messages than the snapshot says — a machine restart lost
+/// pages never synced, or the store was removed — or different bytes: the daemon then tries
+/// an older snapshot or replays the whole journal, which recreates every store. Cutting is
+/// safe either way: whatever is cut is rebuilt from the journal's tail.
 fn reopen_streams_at(
-    _dir: &Path,
-    _positions: &[crate::snapshot::StreamPosition],
+    dir: &Path,
+    positions: &[crate::snapshot::StreamPosition],
 ) -> Option<ReopenedStreams> {
-    None
+    let stores = crate::stream::store_dir(dir);
+    let (itch_at, ouch_at) = positions.split_first()?;
+    let (itch, itch_reader) =
+        reopen_store_at(&stores.join(ITCH_STORE_NAME), limits::ITCH_STORE, itch_at)?;
+    let caps = limits::ouch_store(ouch_at.len());
+    let mut ouch_writers = Vec::with_capacity(ouch_at.len());
+    let mut ouch_readers = Vec::with_capacity(ouch_at.len());
+    for (index, at) in ouch_at.iter().enumerate() {
+        let (w, r) = reopen_store_at(&stores.join(ouch_store_name(index)), caps, at)?;
+        ouch_writers.push(w);
+        ouch_readers.push(r);
+    }
+    Some(ReopenedStreams {
+        ouch_writers,
+        ouch_readers,
+        itch,
+        itch_reader,
+    })
+}
+
+/// One store reopened and cut to `at` (see [`reopen_streams_at`]).
+fn reopen_store_at(
+    path: &Path,
+    caps: crate::stream::Caps,
+    at: &crate::snapshot::StreamPosition,
+) -> Option<(StreamWriter, StreamReader)> {
+    if !path.exists() {
+        tracing::warn!(path = %path.display(), "no store to resume from a snapshot");
+        return None;
+    }
+    let (mut writer, held) = StreamWriter::open(path, caps)
+        .map_err(|e| tracing::warn!("cannot reopen a store for a snapshot: {e}"))
+        .ok()?;
+    if held < at.messages {
+        tracing::warn!(
+            path = %path.display(),
+            held,
+            wanted = at.messages,
+            "a store holds fewer messages than the snapshot"
+        );
+        return None;
+    }
+    writer.truncate_to(at.messages);
+    let reader = writer.reader();
+    let bytes = reader.bytes_from(1);
+    if bytes != at.bytes {
+        tracing::warn!(
+            path = %path.display(),
+            bytes,
+            wanted = at.bytes,
+            "a store's messages are not the snapshot's"
+        );
+        return None;
+    }
+    Some((writer, reader))
 }
 
 /// Whether [`reopen_streams_at`] can reopen the stores (false: restart = full replay).
-const STREAM_STORES_REOPEN: bool = false;
+const STREAM_STORES_REOPEN: bool = true;
 
 /// The newest valid snapshot of the day whose streams reopen (damaged ones are skipped with
 /// a log line); `None`: a full replay.
@@ -935,6 +987,11 @@ fn resume_from_snapshot(dir: &Path, through: u64, header: &DayHeader) -> Option<
         }
         let exchange =
             Exchange::from_state(header.venue.clone(), &s.state).map_err(|e| e.to_string())?;
+        // After End of Messages the output stage must know where that message is: an ended
+        // day (short to replay anyway) restarts by a full replay.
+        if exchange.day_ended() {
+            return Err("taken after the end of day".into());
+        }
         let streams = reopen_streams_at(dir, &s.streams).ok_or("the streams do not reopen")?;
         Ok((exchange, streams))
     })?;
@@ -1129,12 +1186,22 @@ pub(crate) fn journal_config(config: &Config, dir: &Path) -> JournalConfig {
 
 type StreamSet = (Vec<StreamWriter>, Vec<StreamReader>);
 
-fn streams(count: usize, bytes: u64, messages: u64) -> Result<StreamSet, String> {
+/// The session's ITCH store in a journal's store directory ([`crate::stream::store_dir`]).
+pub const ITCH_STORE_NAME: &str = "itch.store";
+
+/// Account `index`'s (0-based, config order) OUCH store in a journal's store directory.
+pub fn ouch_store_name(index: usize) -> String {
+    format!("ouch-{index:05}.store")
+}
+
+/// Every account's OUCH store, started afresh.
+fn ouch_stores(dir: &Path, count: usize) -> Result<StreamSet, String> {
+    let caps = limits::ouch_store(count);
     let mut writers = Vec::with_capacity(count);
     let mut readers = Vec::with_capacity(count);
-    for _ in 0..count {
-        let (w, r) =
-            stream(bytes, messages).map_err(|e| format!("cannot reserve an OUCH stream: {e}"))?;
+    for index in 0..count {
+        let (w, r) = StreamWriter::create(&dir.join(ouch_store_name(index)), caps)
+            .map_err(|e| format!("cannot create an OUCH store: {e}"))?;
         writers.push(w);
         readers.push(r);
     }

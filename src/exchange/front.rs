@@ -115,6 +115,10 @@ impl Front {
         self.shards
     }
 
+    pub fn day_ended(&self) -> bool {
+        self.phase == Phase::Closed
+    }
+
     pub fn last_seq(&self) -> u64 {
         self.last_seq
     }

@@ -153,6 +153,11 @@ impl Exchange {
         self.shard.resting_orders()
     }
 
+    /// End of day was applied (the market is closed for good).
+    pub fn day_ended(&self) -> bool {
+        self.front.day_ended()
+    }
+
     /// Orders that will expire by time; the sequencer ticks only while there are any.
     pub fn expiring_orders(&self) -> u64 {
         self.shard.expiring_orders()

@@ -200,8 +200,10 @@ pub fn parse_segment_name(name: &str) -> Option<u64> {
 }
 
 /// Directory entries that may live next to segments without being segments.
-const ALLOWED_NAMES: [&str; 3] = [
+const ALLOWED_NAMES: [&str; 4] = [
     "snapshots",
+    // The session's message stores (`crate::stream::store_dir`).
+    "stores",
     super::manifest::MANIFEST_NAME,
     super::manifest::MANIFEST_TMP_NAME,
 ];
