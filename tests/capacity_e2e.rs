@@ -6,8 +6,7 @@
 mod common;
 
 use bourse::client::OuchClient;
-use bourse::types::{Alpha, Firm, Price, Shares};
-use bourse::wire::ouch::{EnterOrder, Inbound, Outbound};
+use bourse::wire::ouch::{Inbound, Outbound};
 use common::{TIMEOUT, Venue, config_text};
 use std::time::Duration;
 
@@ -15,21 +14,7 @@ use std::time::Duration;
 const BURST: usize = 3_000;
 
 fn enter(token: &str) -> Inbound {
-    Inbound::Enter(EnterOrder {
-        token: Alpha::from_str_padded(token).unwrap(),
-        side: b'B',
-        shares: Shares(100),
-        stock: Alpha::from_str_padded("AAPL").unwrap(),
-        price: Price(1_000_000),
-        tif: 99_999,
-        firm: Firm::SPACES,
-        display: b'Y',
-        capacity: b'A',
-        intermarket_sweep: b'N',
-        min_qty: Shares(0),
-        cross_type: b'N',
-        customer_type: b' ',
-    })
+    common::day_order(token, b'B', 100, "AAPL", 1_000_000)
 }
 
 fn burst(prefix: &str) -> Vec<u8> {

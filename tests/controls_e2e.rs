@@ -7,9 +7,9 @@ mod common;
 
 use bourse::client::{OuchClient, Received};
 use bourse::daemon::admin::Request;
-use bourse::types::{Alpha, Firm, Price, Shares, Token};
+use bourse::types::{Alpha, Shares, Token};
 use bourse::wire::itch::{self, Body};
-use bourse::wire::ouch::{CancelOrder, EnterOrder, Inbound, Outbound};
+use bourse::wire::ouch::{CancelOrder, Inbound, Outbound};
 use common::{FeedCollector, TIMEOUT, Venue, bourse, config_text};
 
 use std::time::Duration;
@@ -31,21 +31,7 @@ max_day_shares = 150
 "#;
 
 fn enter_tif(token: &str, side: u8, shares: u32, symbol: &str, price: u32, tif: u32) -> Inbound {
-    Inbound::Enter(EnterOrder {
-        token: Alpha::from_str_padded(token).unwrap(),
-        side,
-        shares: Shares(shares),
-        stock: Alpha::from_str_padded(symbol).unwrap(),
-        price: Price(price),
-        tif,
-        firm: Firm::SPACES,
-        display: b'Y',
-        capacity: b'A',
-        intermarket_sweep: b'N',
-        min_qty: Shares(0),
-        cross_type: b'N',
-        customer_type: b' ',
-    })
+    common::order(token, side, shares, symbol, price, tif, b'Y')
 }
 
 fn enter(token: &str, side: u8, shares: u32, symbol: &str, price: u32) -> Inbound {

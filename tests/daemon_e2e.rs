@@ -5,27 +5,13 @@ mod common;
 use bourse::client::{OuchClient, Received};
 use bourse::daemon::admin::Request;
 use bourse::replay::StreamHasher;
-use bourse::types::{Alpha, Firm, Price, Shares};
-use bourse::wire::ouch::{CancelOrder, EnterOrder, Inbound, Outbound};
+use bourse::types::{Alpha, Price, Shares};
+use bourse::wire::ouch::{CancelOrder, Inbound, Outbound};
 use common::{TIMEOUT, Venue, bourse, config_text};
 use std::time::Duration;
 
 fn enter(token: &str, side: u8, shares: u32, symbol: &str, price: u32) -> Inbound {
-    Inbound::Enter(EnterOrder {
-        token: Alpha::from_str_padded(token).unwrap(),
-        side,
-        shares: Shares(shares),
-        stock: Alpha::from_str_padded(symbol).unwrap(),
-        price: Price(price),
-        tif: 99_999,
-        firm: Firm::SPACES,
-        display: b'Y',
-        capacity: b'A',
-        intermarket_sweep: b'N',
-        min_qty: Shares(0),
-        cross_type: b'N',
-        customer_type: b' ',
-    })
+    common::day_order(token, side, shares, symbol, price)
 }
 
 fn login(venue: &Venue, user: &str, password: &str, seq: u64) -> OuchClient {

@@ -5,8 +5,8 @@ mod common;
 
 use bourse::client::OuchClient;
 use bourse::daemon::admin::Request;
-use bourse::types::{Alpha, Firm, OrderRef, Price, Shares};
-use bourse::wire::ouch::{EnterOrder, Inbound, Outbound};
+use bourse::types::OrderRef;
+use bourse::wire::ouch::{Inbound, Outbound};
 use common::{Standby, TIMEOUT, Venue, config_full, config_text, unique_group};
 use std::path::Path;
 use std::process::Command;
@@ -15,21 +15,7 @@ use std::time::{Duration, Instant};
 const DAY_S: i64 = 86_400;
 
 fn enter(token: &str, side: u8, shares: u32, price: u32) -> Inbound {
-    Inbound::Enter(EnterOrder {
-        token: Alpha::from_str_padded(token).unwrap(),
-        side,
-        shares: Shares(shares),
-        stock: Alpha::from_str_padded("AAPL").unwrap(),
-        price: Price(price),
-        tif: 99_999,
-        firm: Firm::SPACES,
-        display: b'Y',
-        capacity: b'A',
-        intermarket_sweep: b'N',
-        min_qty: Shares(0),
-        cross_type: b'N',
-        customer_type: b' ',
-    })
+    common::day_order(token, side, shares, "AAPL", price)
 }
 
 fn kinds(messages: &[(u64, Outbound)]) -> String {

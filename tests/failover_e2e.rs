@@ -6,8 +6,7 @@ mod common;
 
 use bourse::client::{OuchClient, Received};
 use bourse::daemon::admin::Request;
-use bourse::types::{Alpha, Firm, Price, Shares};
-use bourse::wire::ouch::{EnterOrder, Inbound, Outbound};
+use bourse::wire::ouch::{Inbound, Outbound};
 use common::{FeedCollector, Proxy, Standby, TIMEOUT, Venue, bourse, config_full, unique_group};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -17,21 +16,7 @@ use std::time::{Duration, Instant};
 const ACCOUNTS: [(&str, &str); 3] = [("ALICE", "alicepw"), ("BOB", "bobpw"), ("CAROL", "carolpw")];
 
 fn enter(token: &str, side: u8, shares: u32, price: u32) -> Inbound {
-    Inbound::Enter(EnterOrder {
-        token: Alpha::from_str_padded(token).unwrap(),
-        side,
-        shares: Shares(shares),
-        stock: Alpha::from_str_padded("AAPL").unwrap(),
-        price: Price(price),
-        tif: 99_999,
-        firm: Firm::SPACES,
-        display: b'Y',
-        capacity: b'A',
-        intermarket_sweep: b'N',
-        min_qty: Shares(0),
-        cross_type: b'N',
-        customer_type: b' ',
-    })
+    common::day_order(token, side, shares, "AAPL", price)
 }
 
 /// One broker: sends orders, remembers everything it received and what it is unsure about.

@@ -5,9 +5,9 @@ mod common;
 
 use bourse::client::OuchClient;
 use bourse::daemon::admin::Request;
-use bourse::types::{Alpha, Firm, Price, Shares};
+use bourse::types::{Alpha, Price, Shares};
 use bourse::wire::itch::{self, Body};
-use bourse::wire::ouch::{CancelOrder, EnterOrder, Inbound, ReplaceOrder};
+use bourse::wire::ouch::{CancelOrder, Inbound, ReplaceOrder};
 use bourse::wire::soupbin::{FrameReader, LoginRequest, Packet};
 use common::{FeedCollector, TIMEOUT, Venue, bourse, config_text};
 use std::collections::BTreeMap;
@@ -15,21 +15,7 @@ use std::io::{Read, Write};
 use std::time::Duration;
 
 fn enter(token: &str, side: u8, shares: u32, symbol: &str, price: u32, display: u8) -> Inbound {
-    Inbound::Enter(EnterOrder {
-        token: Alpha::from_str_padded(token).unwrap(),
-        side,
-        shares: Shares(shares),
-        stock: Alpha::from_str_padded(symbol).unwrap(),
-        price: Price(price),
-        tif: 99_999,
-        firm: Firm::SPACES,
-        display,
-        capacity: b'A',
-        intermarket_sweep: b'N',
-        min_qty: Shares(0),
-        cross_type: b'N',
-        customer_type: b' ',
-    })
+    common::order(token, side, shares, symbol, price, 99_999, display)
 }
 
 /// A deterministic burst of trading from three accounts: rests, crosses, cancels, replaces.

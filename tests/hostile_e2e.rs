@@ -7,10 +7,10 @@
 mod common;
 
 use bourse::client::{LoginError, OuchClient};
-use bourse::types::{Alpha, Firm, Price, Shares};
+use bourse::types::Alpha;
 use bourse::wire::ascii::SessionId;
 use bourse::wire::moldudp64::Request as MoldRequest;
-use bourse::wire::ouch::{EnterOrder, Inbound, Outbound};
+use bourse::wire::ouch::{Inbound, Outbound};
 use bourse::wire::soupbin::{FrameReader, LoginRequest, Packet};
 use common::{TIMEOUT, Venue, bourse, config_text};
 use std::io::{Read, Write};
@@ -44,21 +44,7 @@ fn config(dir: &std::path::Path, feed_lines: &str) -> String {
 }
 
 fn enter(token: &str, side: u8, price: u32) -> Inbound {
-    Inbound::Enter(EnterOrder {
-        token: Alpha::from_str_padded(token).unwrap(),
-        side,
-        shares: Shares(100),
-        stock: Alpha::from_str_padded("AAPL").unwrap(),
-        price: Price(price),
-        tif: 99_999,
-        firm: Firm::SPACES,
-        display: b'Y',
-        capacity: b'A',
-        intermarket_sweep: b'N',
-        min_qty: Shares(0),
-        cross_type: b'N',
-        customer_type: b' ',
-    })
+    common::day_order(token, side, 100, "AAPL", price)
 }
 
 /// A broker logs in on a new connection and gets an order accepted, all within `WITHIN`.

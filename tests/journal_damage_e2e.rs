@@ -5,8 +5,7 @@
 mod common;
 
 use bourse::client::OuchClient;
-use bourse::types::{Alpha, Firm, Price, Shares};
-use bourse::wire::ouch::{EnterOrder, Inbound, Outbound};
+use bourse::wire::ouch::{Inbound, Outbound};
 use common::{TIMEOUT, Venue, config_text};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -14,21 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn enter(token: &str, shares: u32) -> Inbound {
-    Inbound::Enter(EnterOrder {
-        token: Alpha::from_str_padded(token).unwrap(),
-        side: b'B',
-        shares: Shares(shares),
-        stock: Alpha::from_str_padded("AAPL").unwrap(),
-        price: Price(100_000),
-        tif: 99_999,
-        firm: Firm::SPACES,
-        display: b'Y',
-        capacity: b'A',
-        intermarket_sweep: b'N',
-        min_qty: Shares(0),
-        cross_type: b'N',
-        customer_type: b' ',
-    })
+    common::day_order(token, b'B', shares, "AAPL", 100_000)
 }
 
 /// Start a venue, have ALICE's orders acknowledged (so their records were flushed), stop it

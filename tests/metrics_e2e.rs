@@ -4,8 +4,8 @@
 mod common;
 
 use bourse::client::OuchClient;
-use bourse::types::{Alpha, Firm, Price, Shares};
-use bourse::wire::ouch::{CancelOrder, EnterOrder, Inbound};
+use bourse::types::{Alpha, Shares};
+use bourse::wire::ouch::{CancelOrder, Inbound};
 use common::{TIMEOUT, Venue, config_text};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -13,21 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn enter(token: &str, side: u8, shares: u32, symbol: &str, price: u32) -> Inbound {
-    Inbound::Enter(EnterOrder {
-        token: Alpha::from_str_padded(token).unwrap(),
-        side,
-        shares: Shares(shares),
-        stock: Alpha::from_str_padded(symbol).unwrap(),
-        price: Price(price),
-        tif: 99_999,
-        firm: Firm::SPACES,
-        display: b'Y',
-        capacity: b'A',
-        intermarket_sweep: b'N',
-        min_qty: Shares(0),
-        cross_type: b'N',
-        customer_type: b' ',
-    })
+    common::day_order(token, side, shares, symbol, price)
 }
 
 fn with_metrics(text: String) -> String {

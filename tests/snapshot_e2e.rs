@@ -5,27 +5,12 @@
 mod common;
 
 use bourse::client::OuchClient;
-use bourse::types::{Alpha, Firm, Price, Shares};
-use bourse::wire::ouch::{EnterOrder, Inbound};
+use bourse::wire::ouch::Inbound;
 use common::{TIMEOUT, Venue, bourse, config_text};
 use std::path::{Path, PathBuf};
 
 fn enter(token: &str, side: u8, shares: u32, price: u32) -> Inbound {
-    Inbound::Enter(EnterOrder {
-        token: Alpha::from_str_padded(token).unwrap(),
-        side,
-        shares: Shares(shares),
-        stock: Alpha::from_str_padded("AAPL").unwrap(),
-        price: Price(price),
-        tif: 99_999,
-        firm: Firm::SPACES,
-        display: b'Y',
-        capacity: b'A',
-        intermarket_sweep: b'N',
-        min_qty: Shares(0),
-        cross_type: b'N',
-        customer_type: b' ',
-    })
+    common::day_order(token, side, shares, "AAPL", price)
 }
 
 /// The trading day's directory under `journal.dir` (the only one).

@@ -11,6 +11,46 @@ use std::time::Duration;
 
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 
+/// An OUCH Enter Order as brokers in these tests send it: a limit order for the day (TIF
+/// 99,999), agency capacity, no minimum, no firm; `display` as given.
+pub fn order(
+    token: &str,
+    side: u8,
+    shares: u32,
+    symbol: &str,
+    price: u32,
+    tif: u32,
+    display: u8,
+) -> bourse::wire::ouch::Inbound {
+    use bourse::types::{Alpha, Firm, Price, Shares};
+    bourse::wire::ouch::Inbound::Enter(bourse::wire::ouch::EnterOrder {
+        token: Alpha::from_str_padded(token).unwrap(),
+        side,
+        shares: Shares(shares),
+        stock: Alpha::from_str_padded(symbol).unwrap(),
+        price: Price(price),
+        tif,
+        firm: Firm::SPACES,
+        display,
+        capacity: b'A',
+        intermarket_sweep: b'N',
+        min_qty: Shares(0),
+        cross_type: b'N',
+        customer_type: b' ',
+    })
+}
+
+/// [`order`] for the day, displayed.
+pub fn day_order(
+    token: &str,
+    side: u8,
+    shares: u32,
+    symbol: &str,
+    price: u32,
+) -> bourse::wire::ouch::Inbound {
+    order(token, side, shares, symbol, price, 99_999, b'Y')
+}
+
 /// The daemon under test: this build's, or `BOURSE_BIN` (to show that a test fails on
 /// another build, e.g. the commit before a fix).
 pub fn bourse_binary() -> PathBuf {
