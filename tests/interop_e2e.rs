@@ -17,12 +17,10 @@ mod common;
 
 use bourse::client::{OuchClient, Received};
 use bourse::daemon::admin::Request;
-use bourse::types::{Alpha, Firm, Price, Shares};
+use bourse::types::{Alpha, Price, Shares};
 use bourse::wire::ascii::SessionId;
 use bourse::wire::itch::{self, Body};
-use bourse::wire::ouch::{
-    CancelOrder, EnterOrder, Inbound, ModifyOrder, Outbound, ReplaceOrder, order_state,
-};
+use bourse::wire::ouch::{CancelOrder, Inbound, ModifyOrder, Outbound, ReplaceOrder, order_state};
 use bourse::wire::soupbin::{FrameReader, LoginRequest, Packet};
 use common::{FeedCollector, TIMEOUT, Venue, bourse, config_text};
 use serde_json::Value;
@@ -299,21 +297,7 @@ fn enter(
     tif: u32,
     display: u8,
 ) -> Inbound {
-    Inbound::Enter(EnterOrder {
-        token: token(t),
-        side,
-        shares: Shares(shares),
-        stock: Alpha::from_str_padded(symbol).unwrap(),
-        price: Price(price),
-        tif,
-        firm: Firm::SPACES,
-        display,
-        capacity: b'A',
-        intermarket_sweep: b'N',
-        min_qty: Shares(0),
-        cross_type: b'N',
-        customer_type: b' ',
-    })
+    common::order(t, side, shares, symbol, price, tif, display)
 }
 
 fn replace(old: &str, new: &str, shares: u32, price: u32, display: u8) -> Inbound {

@@ -9,9 +9,9 @@ mod common;
 use bourse::client::{OuchClient, Received};
 use bourse::daemon::admin::Request;
 use bourse::replay::StreamHasher;
-use bourse::types::{Alpha, Firm, Price, Shares};
+use bourse::types::{Alpha, Price, Shares};
 use bourse::wire::itch;
-use bourse::wire::ouch::{CancelOrder, EnterOrder, Inbound, Outbound, ReplaceOrder};
+use bourse::wire::ouch::{CancelOrder, Inbound, Outbound, ReplaceOrder};
 use common::{FeedCollector, TIMEOUT, Venue, bourse, config_text};
 use std::time::Duration;
 
@@ -20,21 +20,7 @@ fn tok(s: &str) -> Alpha<14> {
 }
 
 fn enter(token: &str, side: u8, shares: u32, symbol: &str, price: u32, display: u8) -> Inbound {
-    Inbound::Enter(EnterOrder {
-        token: tok(token),
-        side,
-        shares: Shares(shares),
-        stock: Alpha::from_str_padded(symbol).unwrap(),
-        price: Price(price),
-        tif: 99_999,
-        firm: Firm::SPACES,
-        display,
-        capacity: b'A',
-        intermarket_sweep: b'N',
-        min_qty: Shares(0),
-        cross_type: b'N',
-        customer_type: b' ',
-    })
+    common::order(token, side, shares, symbol, price, 99_999, display)
 }
 
 fn trade(clients: &mut [OuchClient], round: u32) {
