@@ -334,23 +334,6 @@ fn store_digest(journal: &std::path::Path, name: &str, caps: bourse::stream::Cap
     format!("{held} messages sha256 {}", h.digest())
 }
 
-/// Sequenced messages that arrive within `quiet` (after the expected ones: none).
-fn more_messages(client: &mut OuchClient, quiet: Duration) -> Vec<u64> {
-    let deadline = std::time::Instant::now() + quiet;
-    let mut extra = Vec::new();
-    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
-        match client.recv(left.max(Duration::from_millis(1))).unwrap() {
-            Some(Received::Sequenced(seq, _)) | Some(Received::Undecodable(seq, _)) => {
-                extra.push(seq)
-            }
-            Some(Received::Heartbeat) => {}
-            Some(other) => panic!("unexpected {other:?}"),
-            None => break,
-        }
-    }
-    extra
-}
-
 /// The session stores are files beside the day's journal (`<day>/stores/`). A restart — clean
 /// or kill -9 — rebuilds them from the journal over the files an earlier run left, and a
 /// re-login from 1 gets every message exactly once; the files then hold exactly the streams
@@ -385,7 +368,7 @@ fn restarts_over_existing_store_files_replay_every_message_once() {
         let mut again = login(&venue, "ALICE", "alicepw", 1);
         assert_eq!(again.recv_messages(21, TIMEOUT).unwrap(), first);
         assert_eq!(
-            more_messages(&mut again, Duration::from_millis(300)),
+            common::more_messages(&mut again, Duration::from_millis(300)),
             Vec::<u64>::new(),
             "nothing doubled"
         );

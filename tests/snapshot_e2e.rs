@@ -106,25 +106,6 @@ fn the_daemon_writes_snapshots_and_a_replay_from_them_equals_the_full_replay() {
     assert_eq!(resumed, full);
 }
 
-/// Sequenced messages that arrive within `quiet` after the expected ones (there should be
-/// none).
-fn more_messages(client: &mut OuchClient, quiet: std::time::Duration) -> Vec<u64> {
-    use bourse::client::Received;
-    let deadline = std::time::Instant::now() + quiet;
-    let mut extra = Vec::new();
-    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
-        match client.recv(left.max(std::time::Duration::from_millis(1))) {
-            Ok(Some(Received::Sequenced(seq, _) | Received::Undecodable(seq, _))) => {
-                extra.push(seq)
-            }
-            Ok(Some(Received::Heartbeat)) => {}
-            Ok(None) => break,
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-    extra
-}
-
 /// The inode of a store file: a full replay recreates every store (a new file renamed over
 /// the old one), a restart from a snapshot reopens them.
 fn inode(path: &Path) -> u64 {
@@ -184,7 +165,7 @@ fn a_killed_daemon_restarts_from_its_snapshot_and_every_message_is_there_once() 
     assert_eq!(replayed[..21], first[..]);
     assert_eq!(replayed[21..], tail[..]);
     assert_eq!(
-        more_messages(&mut again, std::time::Duration::from_millis(300)),
+        common::more_messages(&mut again, std::time::Duration::from_millis(300)),
         Vec::<u64>::new(),
         "nothing doubled"
     );

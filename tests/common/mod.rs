@@ -40,6 +40,23 @@ pub fn order(
     })
 }
 
+/// Sequenced messages that arrive within `quiet` after the expected ones (a test that says
+/// "nothing doubled" wants none); heartbeats are skipped.
+pub fn more_messages(client: &mut bourse::client::OuchClient, quiet: Duration) -> Vec<u64> {
+    use bourse::client::Received;
+    let deadline = std::time::Instant::now() + quiet;
+    let mut extra = Vec::new();
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        match client.recv(left.max(Duration::from_millis(1))).unwrap() {
+            Some(Received::Sequenced(seq, _) | Received::Undecodable(seq, _)) => extra.push(seq),
+            Some(Received::Heartbeat) => {}
+            Some(other) => panic!("unexpected {other:?}"),
+            None => break,
+        }
+    }
+    extra
+}
+
 /// [`order`] for the day, displayed.
 pub fn day_order(
     token: &str,
