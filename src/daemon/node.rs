@@ -971,13 +971,10 @@ fn reopen_store_at(
     Some((writer, reader))
 }
 
-/// Whether [`reopen_streams_at`] can reopen the stores (false: restart = full replay).
-const STREAM_STORES_REOPEN: bool = true;
-
 /// The newest valid snapshot of the day whose streams reopen (damaged ones are skipped with
 /// a log line); `None`: a full replay.
 fn resume_from_snapshot(dir: &Path, through: u64, header: &DayHeader) -> Option<Resumed> {
-    if !STREAM_STORES_REOPEN || crate::snapshot::list(dir).is_empty() {
+    if crate::snapshot::list(dir).is_empty() {
         return None;
     }
     let digest = crate::snapshot::header_digest(&header.encode());
