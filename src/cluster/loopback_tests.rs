@@ -101,8 +101,8 @@ fn run_member(
     commands: Receiver<Command>,
 ) -> Result<(), String> {
     let secret = config.read_secret()?;
-    let transport = Transport::spawn(listener, config.transport_config(secret), None)
-        .map_err(|e| e.to_string())?;
+    let mut transport =
+        Transport::spawn(listener, config.transport_config(secret)).map_err(|e| e.to_string())?;
     let (mut node, _) = ClusterNode::open(
         config.node_config(config.id),
         journal,
@@ -163,6 +163,7 @@ fn run_member(
         for message in polled.messages.drain(..) {
             transport.send(message, epoch);
         }
+        transport.flush();
         // 5. Release.
         if let Some(old_term) = paused_term {
             if node.role() == (Role::Leader { term: old_term }) {

@@ -11,6 +11,7 @@
 //! A venue without a `[cluster]` section, or with a cluster of one member, runs without raft
 //! exactly as before: its journal is byte-identical to a single node's.
 
+pub mod coalesce;
 pub mod config;
 pub mod node;
 pub mod sequencing;

@@ -517,6 +517,7 @@ impl ClusterNode {
             assert!(rounds < 64, "raft keeps producing readies");
             self.handle_ready(out)?;
         }
+        super::coalesce::coalesce(&mut out.messages, self.config.append_bytes_max);
         self.committed_seq = self.raw.raft.raft_log.committed;
         assert!(self.committed_seq <= self.last_seq());
         self.raw.mut_store().note_commit(self.committed_seq);

@@ -32,6 +32,8 @@ use std::time::{Duration, Instant};
 const GATEWAY_TOKENS: usize = 0;
 const ADMIN_TOKENS: usize = 1 << 20;
 const WAKER_TOKEN: Token = Token(1 << 21);
+/// A cluster member's transport (its own poll of the member connections).
+const TRANSPORT_TOKEN: Token = Token((1 << 21) + 1);
 /// Heartbeats and timeouts are checked this often.
 const TIMER_INTERVAL_NS: u64 = 10_000_000;
 /// Longest sleep in `park` mode: bounds how late a stop request or a timer is noticed.

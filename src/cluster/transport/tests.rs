@@ -2,7 +2,12 @@
 //! on either side get nothing, bad bytes close the connection.
 
 use super::*;
+use bytes::Bytes;
+use protobuf::Message as _;
 use raft::eraftpb::{Entry, MessageType};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::Ordering;
 
 const SECRET: &[u8] = b"a cluster secret of enough bytes";
 
@@ -49,7 +54,7 @@ fn append(from: u64, to: u64, data_bytes: usize) -> Message {
     message
 }
 
-fn recv(transport: &Transport) -> Inbound {
+fn recv(transport: &mut Transport) -> Inbound {
     transport
         .recv_timeout(Duration::from_secs(5))
         .expect("a message within 5 s")
@@ -58,22 +63,17 @@ fn recv(transport: &Transport) -> Inbound {
 #[test]
 fn members_exchange_messages_and_large_appends() {
     let (mut listeners, addresses) = listeners(2);
-    let second = Transport::spawn(
-        listeners.pop().expect("l"),
-        config(2, &addresses, SECRET),
-        None,
-    )
-    .expect("spawn 2");
-    let first = Transport::spawn(
-        listeners.pop().expect("l"),
-        config(1, &addresses, SECRET),
-        None,
-    )
-    .expect("spawn 1");
+    let mut second = Transport::spawn(listeners.pop().expect("l"), config(2, &addresses, SECRET))
+        .expect("spawn 2");
+    let mut first = Transport::spawn(listeners.pop().expect("l"), config(1, &addresses, SECRET))
+        .expect("spawn 1");
     // The first messages may be dropped while the connection is being made: resend.
     let deadline = Instant::now() + Duration::from_secs(5);
     let got = loop {
-        assert!(first.send(append(1, 2, 10), 86_400));
+        // The loop's turn takes over connections the helpers made; until then sends drop.
+        assert!(first.recv_timeout(Duration::from_millis(10)).is_none());
+        first.send(append(1, 2, 10), 86_400);
+        first.flush();
         if let Some(got) = second.recv_timeout(Duration::from_millis(100)) {
             break got;
         }
@@ -86,11 +86,15 @@ fn members_exchange_messages_and_large_appends() {
     first.announce_itch_sent(41);
     first.announce_itch_sent(40);
     assert!(first.send(append(1, 2, 10), 86_400));
-    assert_eq!(recv(&second).itch_sent, 41, "the count never goes back");
+    first.flush();
+    assert_eq!(recv(&mut second).itch_sent, 41, "the count never goes back");
     let big = append(2, 1, 3 << 20);
     let deadline = Instant::now() + Duration::from_secs(5);
     let got = loop {
-        assert!(second.send(big.clone(), 0));
+        // A turn writes what the socket did not take at the last one.
+        assert!(second.recv_timeout(Duration::from_millis(10)).is_none());
+        second.send(big.clone(), 0);
+        second.flush();
         if let Some(got) = first.recv_timeout(Duration::from_millis(200)) {
             break got;
         }
@@ -105,22 +109,20 @@ fn members_exchange_messages_and_large_appends() {
 #[test]
 fn a_member_without_the_secret_gets_nothing() {
     let (mut listeners, addresses) = listeners(2);
-    let impostor = Transport::spawn(
+    let mut impostor = Transport::spawn(
         listeners.pop().expect("l"),
         config(2, &addresses, b"another secret, also long enough"),
-        None,
     )
     .expect("spawn impostor");
-    let first = Transport::spawn(
-        listeners.pop().expect("l"),
-        config(1, &addresses, SECRET),
-        None,
-    )
-    .expect("spawn 1");
+    let mut first = Transport::spawn(listeners.pop().expect("l"), config(1, &addresses, SECRET))
+        .expect("spawn 1");
     for _ in 0..20 {
         first.send(append(1, 2, 100), 1);
+        first.flush();
         impostor.send(append(2, 1, 100), 1);
-        std::thread::sleep(Duration::from_millis(25));
+        impostor.flush();
+        assert!(first.recv_timeout(Duration::from_millis(12)).is_none());
+        assert!(impostor.recv_timeout(Duration::from_millis(12)).is_none());
     }
     assert!(impostor.recv_timeout(Duration::from_millis(300)).is_none());
     assert!(first.recv_timeout(Duration::from_millis(10)).is_none());
@@ -140,14 +142,11 @@ fn a_member_without_the_secret_gets_nothing() {
 fn an_impostor_server_receives_no_journal_byte() {
     let (mut listeners, addresses) = listeners(2);
     let fake = listeners.pop().expect("l");
-    let first = Transport::spawn(
-        listeners.pop().expect("l"),
-        config(1, &addresses, SECRET),
-        None,
-    )
-    .expect("spawn 1");
+    let mut first = Transport::spawn(listeners.pop().expect("l"), config(1, &addresses, SECRET))
+        .expect("spawn 1");
     for _ in 0..10 {
         first.send(append(1, 2, 1000), 1);
+        first.flush();
     }
     let (mut stream, _) = fake.accept().expect("the member connects");
     stream
@@ -178,20 +177,24 @@ fn connect_as_member(address: SocketAddr, secret: &[u8]) -> TcpStream {
     stream
 }
 
+/// The other side closed the connection (not merely: nothing arrived before the timeout).
 fn closed(stream: &mut TcpStream) -> bool {
     let mut byte = [0u8; 1];
-    matches!(stream.read(&mut byte), Ok(0) | Err(_))
+    match stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(
+            e.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+        ),
+    }
 }
 
 #[test]
 fn unauthenticated_or_bad_frames_are_never_stepped() {
     let (mut listeners, addresses) = listeners(2);
-    let second = Transport::spawn(
-        listeners.pop().expect("l"),
-        config(2, &addresses, SECRET),
-        None,
-    )
-    .expect("spawn 2");
+    let mut second = Transport::spawn(listeners.pop().expect("l"), config(2, &addresses, SECRET))
+        .expect("spawn 2");
     // A client with a wrong secret: refused; the frames it sends anyway go nowhere.
     let mut stream = TcpStream::connect(addresses[1]).expect("connect");
     stream
@@ -222,13 +225,15 @@ fn unauthenticated_or_bad_frames_are_never_stepped() {
     for case in cases {
         let mut stream = connect_as_member(addresses[1], SECRET);
         stream.write_all(&case).expect("write");
+        // The member's loop takes the connection over and reads the frame.
+        assert!(second.recv_timeout(Duration::from_millis(200)).is_none());
         assert!(closed(&mut stream), "bad frame closes the connection");
     }
     assert!(second.recv_timeout(Duration::from_millis(100)).is_none());
     // The same member, well-behaved: its message arrives.
     let mut stream = connect_as_member(addresses[1], SECRET);
     stream.write_all(&frame).expect("write");
-    let got = recv(&second);
+    let got = recv(&mut second);
     assert_eq!(got.message, append(1, 2, 10));
 }
 
@@ -266,4 +271,59 @@ fn snapshots_and_groups_are_refused_before_decoding() {
     body.extend_from_slice(&entry);
     let frame = Bytes::from(framed(&body)).slice(4..);
     assert!(decode_frame(&frame, 1).is_err());
+}
+
+/// A member that stops reading: sends never block, and past `outbound_messages_max` frames
+/// waiting for its socket they are dropped (raft resends) instead of piling up.
+#[test]
+fn a_member_that_stops_reading_is_bounded_and_never_blocks() {
+    let (mut listeners, addresses) = listeners(2);
+    let fake = listeners.pop().expect("l");
+    let mut bounded = config(1, &addresses, SECRET);
+    bounded.outbound_messages_max = 64;
+    let mut first = Transport::spawn(listeners.pop().expect("l"), bounded).expect("spawn 1");
+    let (mut stream, _) = fake.accept().expect("the member connects");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .expect("timeout");
+    let as_member_2 = config(2, &addresses, SECRET);
+    assert_eq!(
+        handshake::server_handshake(&mut stream, &as_member_2).expect("authenticates"),
+        1
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !first.send(append(1, 2, 1), 0) {
+        assert!(first.recv_timeout(Duration::from_millis(10)).is_none());
+        assert!(
+            Instant::now() < deadline,
+            "the connection was never taken over"
+        );
+    }
+    first.flush();
+    let dropped_before = first.stats().dropped_outbound.load(Ordering::Relaxed);
+    let started = Instant::now();
+    let sends = 2_000;
+    let queued = (0..sends)
+        .filter(|_| {
+            let queued = first.send(append(1, 2, 100_000), 0);
+            first.flush();
+            queued
+        })
+        .count();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "sends never block"
+    );
+    assert!(queued < sends, "a reader that stops costs bounded memory");
+    assert_eq!(
+        first.stats().dropped_outbound.load(Ordering::Relaxed) - dropped_before,
+        sends - queued
+    );
+    // What was written is whole frames, in order: the first is the small one.
+    let mut length = [0u8; 4];
+    stream.read_exact(&mut length).expect("a frame");
+    let mut frame = vec![0u8; u32::from_be_bytes(length) as usize];
+    stream.read_exact(&mut frame).expect("its body");
+    let got = decode_frame(&Bytes::from(frame), 1).expect("decodes");
+    assert_eq!(got.message, append(1, 2, 1));
 }
