@@ -547,9 +547,14 @@ impl ClusterNode {
         }
         if let Some(hard) = ready.hs() {
             let stored = self.raw.store().hard();
-            let sync = hard.term != stored.term || hard.vote != stored.vote;
-            let hard = hard.clone();
-            self.raw.mut_store().set_hard_state(&hard, sync)?;
+            if hard.term != stored.term || hard.vote != stored.vote {
+                let hard = hard.clone();
+                self.raw.mut_store().set_hard_state(&hard, true)?;
+            } else {
+                // Only the commit index moved (every turn under load): raft needs it durable
+                // only as a hint, so it is written at most once per tick (`write_commit`).
+                self.commit_unwritten = true;
+            }
         }
         for read in ready.take_read_states() {
             self.confirm_lease(&read.request_ctx);

@@ -12,9 +12,10 @@
 //!
 //! The transport has its own `mio::Poll` for the member connections (and the helpers' waker);
 //! its file descriptor ([`Transport::as_raw_fd`]) becomes readable when any of them has an
-//! event, so the daemon registers that one descriptor in its own poll and calls
-//! [`Transport::try_recv`] until `None` each turn, [`Transport::send`] for raft's messages and
-//! [`Transport::flush`] once they are all queued.
+//! event, so the daemon registers that one descriptor in its own poll and each turn calls
+//! [`Transport::turn`] (with whether that descriptor fired) and [`Transport::take`] until
+//! `None`, [`Transport::send`] for raft's messages and [`Transport::flush`] once they are all
+//! queued.
 //!
 //! **Frames** after the handshake: length u32 (of what follows), the sender's journal day
 //! epoch u64, the ITCH messages the sender has multicast u64 (how a new leader knows where the
@@ -342,8 +343,35 @@ impl Transport {
         }
     }
 
-    /// The next message received, if any (reads the member connections that have bytes).
-    /// Drain until `None` each turn: the transport's descriptor signals only new events.
+    /// The loop's turn: if the transport's descriptor had an event (`signalled`) or a
+    /// connection was left with unread bytes, do the I/O it asks for (take handed-over
+    /// connections, read whole frames, write what waited for a writable socket). Then take
+    /// the messages with [`Self::take`]. Without a signal nothing can have changed: every
+    /// member connection's event raises the descriptor (edge-triggered), so a quiet turn costs
+    /// no system call.
+    pub fn turn(&mut self, signalled: bool) {
+        if signalled || self.unread() {
+            self.pump(Some(Duration::ZERO));
+        }
+    }
+
+    /// The next message read by a turn, if any.
+    pub fn take(&mut self) -> Option<Inbound> {
+        self.received.pop_front()
+    }
+
+    /// Messages or bytes are waiting (the loop should not sleep).
+    pub fn pending(&self) -> bool {
+        !self.received.is_empty() || self.unread()
+    }
+
+    fn unread(&self) -> bool {
+        self.peers
+            .iter()
+            .any(|p| p.inbound.as_ref().is_some_and(|i| i.readable))
+    }
+
+    /// The next message received, if any: a turn when none is waiting (tests and tools).
     pub fn try_recv(&mut self) -> Option<Inbound> {
         if self.received.is_empty() {
             self.pump(Some(Duration::ZERO));

@@ -48,7 +48,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Messages stepped per loop turn at most; more wait for the next turn, which then does not
-/// sleep (the transport wakes the loop only once the queue was found empty).
+/// sleep (`Transport::pending`).
 const STEPS_PER_TURN_MAX: usize = 4096;
 /// A member that could not bind a serving port tries again after this long.
 const SERVE_RETRY_NS: u64 = 100_000_000;
@@ -75,8 +75,6 @@ pub(super) struct Member<F: FeedOut> {
     listening: Listening,
     /// The gateway and servers are bound and the feed open.
     serving: bool,
-    /// The last turn left messages in the transport's queue.
-    inbound_left: bool,
     last_serve_attempt_ns: u64,
     rerequest: RerequestConfig,
     glimpse: GlimpseConfig,
@@ -136,7 +134,7 @@ impl<F: FeedOut> Daemon<F> {
         let wake: crate::marketdata::glimpse::Waker = Arc::new(move || {
             let _ = waker.wake();
         });
-        node.set_output_waker(wake.clone());
+        // A member runs compact: its output stage releases on this thread (no wake needed).
         let listener = std::net::TcpListener::bind(cluster.listen()).map_err(|e| {
             format!(
                 "cannot listen for cluster members on {}: {e}",
@@ -192,7 +190,6 @@ impl<F: FeedOut> Daemon<F> {
             syncer,
             listening,
             serving: false,
-            inbound_left: false,
             last_serve_attempt_ns: 0,
             rerequest: RerequestConfig::from_feed(&config.feed)?,
             glimpse,
@@ -222,7 +219,7 @@ impl<F: FeedOut> Daemon<F> {
     }
 
     /// Steps 1 and 2: every tick that passed, then the other members' messages.
-    pub(super) fn member_before_input(&mut self) {
+    pub(super) fn member_before_input(&mut self, transport_signalled: bool) {
         let Some(member) = self.member.as_mut() else {
             return;
         };
@@ -233,10 +230,9 @@ impl<F: FeedOut> Daemon<F> {
             raft.tick();
         }
         member.ticks_done = member.ticks_done.max(due);
-        member.inbound_left = true;
+        member.transport.turn(transport_signalled);
         for _ in 0..STEPS_PER_TURN_MAX {
-            let Some(inbound) = member.transport.try_recv() else {
-                member.inbound_left = false;
+            let Some(inbound) = member.transport.take() else {
                 break;
             };
             member.known_sent = member.known_sent.max(inbound.itch_sent);
@@ -534,7 +530,7 @@ impl<F: FeedOut> Daemon<F> {
         let Some(member) = self.member.as_ref() else {
             return timeout;
         };
-        if member.inbound_left {
+        if member.transport.pending() {
             return Duration::ZERO;
         }
         let next_ns = (member.ticks_done + 1) * member.tick_ns;

@@ -148,9 +148,12 @@ impl<F: FeedOut> Daemon<F> {
         let wake: crate::wake::Waker = Arc::new(move || {
             let _ = waker.wake();
         });
-        // The output stage wakes the loop when it has released replies (sharded: from the
-        // output thread).
-        node.set_output_waker(wake.clone());
+        // The sharded layout's output thread wakes the loop when it has released replies.
+        // Inline (compact), the release runs on the loop itself, which sends right after: a
+        // wake there would only cost a write and an empty turn per batch.
+        if node.exchange().is_none() {
+            node.set_output_waker(wake.clone());
+        }
         let glimpse = GlimpseConfig::from_config(&config)?;
         let (requester, desk) = snapshot_channel(glimpse.max_connections, Some(wake));
         let glimpse = GlimpseServer::spawn(glimpse, requester)
@@ -254,7 +257,8 @@ impl<F: FeedOut> Daemon<F> {
             self.node.probe.receive();
             let first_seq = self.node.last_seq();
             // A cluster member counts the ticks that passed, then hears the other members.
-            self.member_before_input();
+            let transport_signalled = events.iter().any(|e| e.token() == TRANSPORT_TOKEN);
+            self.member_before_input(transport_signalled);
             // While the node takes no input (rings nearly full, or batches waiting for their
             // release) the gateway's reads are deferred: back-pressure on the clients.
             let accepting = self.node.ready_for_input();
