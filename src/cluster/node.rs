@@ -67,6 +67,13 @@ pub const LEASE_MARGIN_TICKS: u64 = 3;
 /// for the next member's timeout (kill -9 trials: takeover p99 685 ms, against 300-400 ms
 /// otherwise). Campaigning later never shortens anyone's lease.
 pub const CAMPAIGN_MARGIN_TICKS: u64 = 2;
+/// Committed entry bytes raft hands out per Ready (the journal records of ~16k inputs).
+const COMMITTED_BYTES_PER_READY_MAX: u64 = 1 << 20;
+/// One poll stops handing out committed records past this many (~50 ms of applying at
+/// ~3 µs a record, well inside an election timeout) ...
+const APPLY_RECORDS_PER_POLL_MAX: usize = 16_384;
+/// ... and after this many Readies whatever they hold.
+const READIES_PER_POLL_MAX: usize = 64;
 
 /// How a member behaves. Ticks are the daemon's `[cluster] tick_ms` intervals.
 #[derive(Clone, Debug)]
@@ -165,7 +172,7 @@ impl NodeConfig {
             // entries do not follow their index: the simulation's message check caught it.
             batch_append: false,
             max_uncommitted_size: self.uncommitted_bytes_max,
-            max_committed_size_per_ready: 16 << 20,
+            max_committed_size_per_ready: COMMITTED_BYTES_PER_READY_MAX,
             ..raft::Config::default()
         }
     }
@@ -511,10 +518,14 @@ impl ClusterNode {
     pub fn poll(&mut self, out: &mut Polled) -> Result<(), StorageFailure> {
         out.clear();
         out.events.append(&mut self.pending_events);
-        let mut rounds = 0u32;
-        while self.raw.has_ready() {
-            rounds += 1;
-            assert!(rounds < 64, "raft keeps producing readies");
+        // Bounded: a member with a backlog (it was starved of CPU, or is catching up) applies
+        // it over several turns, stepping messages and counting ticks in between, instead of
+        // one turn long enough for its election timer to fire at the next. The rest stays
+        // ready ([`Self::has_work`]: the loop does not sleep).
+        for _ in 0..READIES_PER_POLL_MAX {
+            if !self.raw.has_ready() || out.apply.len() >= APPLY_RECORDS_PER_POLL_MAX {
+                break;
+            }
             self.handle_ready(out)?;
         }
         super::coalesce::coalesce(&mut out.messages, self.config.append_bytes_max);
@@ -627,6 +638,12 @@ impl ClusterNode {
             self.applied_seq = entry.index;
         }
         Ok(())
+    }
+
+    /// raft has more to hand out (a backlog left by a bounded [`Self::poll`]): poll again
+    /// without sleeping.
+    pub fn has_work(&self) -> bool {
+        self.raw.has_ready()
     }
 
     /// Whether (and up to which record) this member may release replies, ITCH messages and

@@ -530,7 +530,8 @@ impl<F: FeedOut> Daemon<F> {
         let Some(member) = self.member.as_ref() else {
             return timeout;
         };
-        if member.transport.pending() {
+        let backlog = self.node.cluster().is_some_and(ClusterNode::has_work);
+        if member.transport.pending() || backlog {
             return Duration::ZERO;
         }
         let next_ns = (member.ticks_done + 1) * member.tick_ns;
