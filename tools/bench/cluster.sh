@@ -9,7 +9,7 @@ OUT=${OUT:-/tmp/bourse-cluster-bench}
 RATES=${1:-"10000 100000"}
 SECS=${SECS:-5}
 ROUNDS=${ROUNDS:-1}
-BIN=target/release
+BIN=${BIN:-target/release}
 BASE=${BASE:-24100}   # members on BASE+1..3, gateways BASE+11..13, re-request +21..23, snapshot +31..33, admin +41..43
 pkill_ours() { for f in "$OUT"/*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null; done; sleep 1; }
 pkill_ours; rm -rf "$OUT"; mkdir -p "$OUT"
