@@ -20,7 +20,8 @@
 //! **Frames** after the handshake: length u32 (of what follows), the sender's journal day
 //! epoch u64, the ITCH messages the sender has multicast u64 (how a new leader knows where the
 //! feed may continue, [`Transport::announce_itch_sent`]), then a raft-rs `Message` in its
-//! protobuf encoding. A length over `frame_bytes_max`, a message that does not decode, carries
+//! protobuf encoding; a frame without the message is a keepalive (sent after a third of
+//! `idle_timeout_ms` of silence). A length over `frame_bytes_max`, a message that does not decode, carries
 //! a snapshot or a protobuf group (members never send either; the walk refuses them before the
 //! decoder runs), or claims another sender closes the connection with one log line. Entry
 //! payloads are not copied on receipt: the frame buffer is shared by the decoded entries
@@ -55,7 +56,8 @@ use handshake::{Acceptor, Connector, Handoff, HandoffSender};
 use handshake::{CHALLENGE_BYTES, CLIENT_MAGIC, HELLO_BYTES, SERVER_MAGIC, client_handshake};
 pub use wire::{append_frame, decode_frame, encode_frame};
 
-pub const VERSION: u16 = 2;
+/// 3: a frame without a message body is a keepalive.
+pub const VERSION: u16 = 3;
 const FRAME_HEADER_BYTES: usize = 4 + 8 + 8;
 /// Shortest secret accepted (bytes).
 pub const SECRET_BYTES_MIN: usize = 16;
@@ -145,6 +147,8 @@ pub struct Inbound {
 pub struct TransportStats {
     pub dropped_outbound: AtomicUsize,
     pub rejected_connections: AtomicUsize,
+    /// Inbound connections closed for silence.
+    pub closed_idle: AtomicUsize,
 }
 
 fn invalid(what: &str) -> io::Error {
@@ -158,6 +162,8 @@ struct Outbound {
     written: usize,
     /// Frames in `buffer` not wholly written (an upper bound: counted down when it empties).
     frames: usize,
+    /// When bytes last went out (or the connection was made): a keepalive follows silence.
+    last_write: Instant,
 }
 
 /// A member's connection to us.
@@ -337,8 +343,22 @@ impl Transport {
 
     /// Write what [`Self::send`] queued, as far as the sockets take it now (the rest goes when
     /// they are writable again, at a later [`Self::try_recv`] or flush).
+    ///
+    /// A connection that carried nothing for a third of `idle_timeout_ms` gets a keepalive
+    /// (a frame without a message): raft only talks leader to follower, and a follower's link
+    /// to another follower would otherwise be closed for silence, logged, and made again,
+    /// every `idle_timeout_ms`.
     pub fn flush(&mut self) {
+        let now = Instant::now();
+        let keepalive_after = Duration::from_millis((self.config.idle_timeout_ms / 3).max(1));
         for index in 0..self.peers.len() {
+            if let Some(outbound) = self.peers[index].outbound.as_mut()
+                && outbound.written == outbound.buffer.len()
+                && now.duration_since(outbound.last_write) >= keepalive_after
+            {
+                append_keepalive(self.itch_sent, &mut outbound.buffer);
+                outbound.frames += 1;
+            }
             self.write_out(index);
         }
     }
@@ -474,6 +494,7 @@ impl Transport {
                     buffer: Vec::with_capacity(READ_BUFFER_BYTES),
                     written: 0,
                     frames: 0,
+                    last_write: Instant::now(),
                 });
             }
             Err(error) => {
@@ -530,7 +551,10 @@ impl Transport {
                     failure = Some("wrote nothing".to_string());
                     break;
                 }
-                Ok(n) => outbound.written += n,
+                Ok(n) => {
+                    outbound.written += n;
+                    outbound.last_write = Instant::now();
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
@@ -620,6 +644,7 @@ impl Transport {
                 .is_some_and(|i| now.duration_since(i.last_heard) > idle);
             if silent {
                 let inbound = self.peers[index].inbound.take().expect("present");
+                self.stats.closed_idle.fetch_add(1, Ordering::Relaxed);
                 self.close_inbound(inbound, index as u64 + 1, "silent for too long");
             }
         }
@@ -644,7 +669,10 @@ fn read_frames(
         }
         if let Some(len) = next_frame(&mut inbound.buffer, frame_bytes_max)? {
             let frame = inbound.buffer.split_to(4 + len).freeze().slice(4..);
-            received.push_back(decode_frame(&frame, from)?);
+            if frame.len() > FRAME_HEADER_BYTES - 4 {
+                received.push_back(decode_frame(&frame, from)?);
+            }
+            // A frame without a message is a keepalive: the read itself counted as heard.
             continue;
         }
         if !inbound.readable {
@@ -669,6 +697,13 @@ fn read_frames(
         }
     }
     Ok(())
+}
+
+/// Append a keepalive: a frame header (day epoch 0: no message to judge) and no message.
+fn append_keepalive(itch_sent: u64, out: &mut Vec<u8>) {
+    out.extend_from_slice(&((FRAME_HEADER_BYTES - 4) as u32).to_be_bytes());
+    out.extend_from_slice(&0u64.to_be_bytes());
+    out.extend_from_slice(&itch_sent.to_be_bytes());
 }
 
 /// Length of the next whole frame at the front of `buffer` (after its length word).

@@ -327,3 +327,45 @@ fn a_member_that_stops_reading_is_bounded_and_never_blocks() {
     let got = decode_frame(&Bytes::from(frame), 1).expect("decodes");
     assert_eq!(got.message, append(1, 2, 1));
 }
+
+/// Members that have nothing to say to each other (two followers) keep their connection:
+/// keepalives, not a close for silence and a reconnection every `idle_timeout_ms`.
+#[test]
+fn a_quiet_connection_is_kept_alive() {
+    let (mut listeners, addresses) = listeners(2);
+    let quick = |id| {
+        let mut config = config(id, &addresses, SECRET);
+        config.idle_timeout_ms = 300;
+        config
+    };
+    let mut second = Transport::spawn(listeners.pop().expect("l"), quick(2)).expect("spawn 2");
+    let mut first = Transport::spawn(listeners.pop().expect("l"), quick(1)).expect("spawn 1");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        assert!(first.recv_timeout(Duration::from_millis(10)).is_none());
+        first.send(append(1, 2, 10), 0);
+        first.flush();
+        second.flush();
+        if second.recv_timeout(Duration::from_millis(50)).is_some() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "nothing arrived");
+    }
+    // Four idle timeouts of silence, both loops turning as a member's does.
+    let quiet_until = Instant::now() + Duration::from_millis(1_200);
+    while Instant::now() < quiet_until {
+        for transport in [&mut first, &mut second] {
+            transport.flush();
+            assert!(transport.recv_timeout(Duration::from_millis(10)).is_none());
+        }
+    }
+    for transport in [&first, &second] {
+        assert_eq!(transport.stats().closed_idle.load(Ordering::Relaxed), 0);
+    }
+    assert!(
+        first.send(append(1, 2, 10), 0),
+        "the connection is still there"
+    );
+    first.flush();
+    assert_eq!(recv(&mut second).message, append(1, 2, 10));
+}
