@@ -160,8 +160,9 @@ struct Outbound {
     stream: TcpStream,
     buffer: Vec<u8>,
     written: usize,
-    /// Frames in `buffer` not wholly written (an upper bound: counted down when it empties).
-    frames: usize,
+    /// Where each frame not wholly written ends in `buffer` (oldest first): how many
+    /// messages wait, exactly.
+    frame_ends: VecDeque<usize>,
     /// When bytes last went out (or the connection was made): a keepalive follows silence.
     last_write: Instant,
 }
@@ -314,8 +315,11 @@ impl Transport {
             self.stats.dropped_outbound.fetch_add(1, Ordering::Relaxed);
             return false;
         };
-        if outbound.frames >= messages_max || outbound.buffer.len() - outbound.written >= bytes_max
-        {
+        // Heartbeats, votes and answers are small and what keeps a leader a leader: only
+        // appends (which raft sends again) count against the message bound.
+        let is_append = message.get_msg_type() == raft::eraftpb::MessageType::MsgAppend;
+        let full = outbound.frame_ends.len() >= messages_max;
+        if (is_append && full) || outbound.buffer.len() - outbound.written >= bytes_max {
             self.stats.dropped_outbound.fetch_add(1, Ordering::Relaxed);
             return false;
         }
@@ -337,7 +341,7 @@ impl Transport {
             );
             return false;
         }
-        outbound.frames += 1;
+        outbound.frame_ends.push_back(outbound.buffer.len());
         true
     }
 
@@ -357,7 +361,7 @@ impl Transport {
                 && now.duration_since(outbound.last_write) >= keepalive_after
             {
                 append_keepalive(self.itch_sent, &mut outbound.buffer);
-                outbound.frames += 1;
+                outbound.frame_ends.push_back(outbound.buffer.len());
             }
             self.write_out(index);
         }
@@ -475,6 +479,7 @@ impl Transport {
 
     fn install_outbound(&mut self, peer: u64, stream: std::net::TcpStream) {
         let index = peer as usize - 1;
+        let messages_max = self.config.outbound_messages_max;
         let registered = stream.set_nonblocking(true).and_then(|()| {
             let mut stream = TcpStream::from_std(stream);
             self.poll
@@ -493,7 +498,7 @@ impl Transport {
                     stream,
                     buffer: Vec::with_capacity(READ_BUFFER_BYTES),
                     written: 0,
-                    frames: 0,
+                    frame_ends: VecDeque::with_capacity(messages_max + 64),
                     last_write: Instant::now(),
                 });
             }
@@ -563,13 +568,24 @@ impl Transport {
                 }
             }
         }
+        while outbound
+            .frame_ends
+            .front()
+            .is_some_and(|&end| end <= outbound.written)
+        {
+            outbound.frame_ends.pop_front();
+        }
         if outbound.written == outbound.buffer.len() {
             outbound.buffer.clear();
             outbound.written = 0;
-            outbound.frames = 0;
         } else if outbound.written > outbound.buffer.len() / 2 {
             // Keep the buffer from growing: move the unwritten tail to the front.
-            outbound.buffer.drain(..outbound.written);
+            let written = outbound.written;
+            outbound.buffer.drain(..written);
+            outbound
+                .frame_ends
+                .iter_mut()
+                .for_each(|end| *end -= written);
             outbound.written = 0;
         }
         if let Some(why) = failure {
