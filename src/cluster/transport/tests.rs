@@ -319,6 +319,18 @@ fn a_member_that_stops_reading_is_bounded_and_never_blocks() {
         first.stats().dropped_outbound.load(Ordering::Relaxed) - dropped_before,
         sends - queued
     );
+    // Heartbeats (what keeps a leader a leader) are not dropped for the message bound.
+    let mut heartbeat = Message::default();
+    heartbeat.set_msg_type(MessageType::MsgHeartbeat);
+    (heartbeat.from, heartbeat.to, heartbeat.term) = (1, 2, 3);
+    assert!(
+        !first.send(append(1, 2, 10), 0),
+        "appends are still refused"
+    );
+    assert!(
+        first.send(heartbeat, 0),
+        "a heartbeat is queued past the bound"
+    );
     // What was written is whole frames, in order: the first is the small one.
     let mut length = [0u8; 4];
     stream.read_exact(&mut length).expect("a frame");
