@@ -12,10 +12,18 @@
 //!
 //! (raft-rs's own `batch_append` merges into an empty append for a later index; see node.rs.)
 
-use raft::eraftpb::{Message, MessageType};
+use protobuf::Message as _;
+use raft::eraftpb::{Entry, Message, MessageType};
+
+/// An entry's bytes in an encoded append: what raft's own `max_size_per_msg` counts, plus its
+/// field key and length.
+fn encoded_bytes(entry: &Entry) -> u64 {
+    u64::from(entry.compute_size()) + 6
+}
 
 /// Merge what can be merged in `messages` (sent in this order), keeping each destination's
-/// order; an append grows to `append_bytes_max` entry bytes at most (one entry always fits).
+/// order; an append grows to `append_bytes_max` encoded entry bytes at most (one entry always
+/// fits).
 pub fn coalesce(messages: &mut Vec<Message>, append_bytes_max: u64) {
     // (destination, index in `messages` of the last message kept for it)
     let mut last_kept: [(u64, usize); 8] = [(0, 0); 8];
@@ -61,7 +69,7 @@ fn absorb(kept: &mut Message, next: &Message, append_bytes_max: u64) -> bool {
                 .last()
                 .map_or((kept.index, kept.log_term), |e| (e.index, e.term));
             let continues = next.index == end_index && next.log_term == end_term;
-            let bytes = |m: &Message| m.entries.iter().map(|e| e.data.len() as u64).sum::<u64>();
+            let bytes = |m: &Message| m.entries.iter().map(encoded_bytes).sum::<u64>();
             if !continues || bytes(kept) + bytes(next) > append_bytes_max {
                 return false;
             }
@@ -84,7 +92,6 @@ fn absorb(kept: &mut Message, next: &Message, append_bytes_max: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use raft::eraftpb::Entry;
 
     fn append(to: u64, index: u64, entries: &[u64], commit: u64) -> Message {
         let mut m = Message::default();
@@ -142,8 +149,8 @@ mod tests {
         coalesce(&mut other_term, 1 << 20);
         assert_eq!(other_term.len(), 2);
         let mut big = vec![append(2, 10, &[11], 10), append(2, 11, &[12], 10)];
-        coalesce(&mut big, 15);
-        assert_eq!(big.len(), 2, "20 entry bytes exceed 15");
+        coalesce(&mut big, 30);
+        assert_eq!(big.len(), 2, "two encoded entries exceed 30 bytes");
     }
 
     #[test]

@@ -69,8 +69,9 @@ pub const LEASE_MARGIN_TICKS: u64 = 3;
 pub const CAMPAIGN_MARGIN_TICKS: u64 = 2;
 /// Committed entry bytes raft hands out per Ready (the journal records of ~16k inputs).
 const COMMITTED_BYTES_PER_READY_MAX: u64 = 1 << 20;
-/// One poll stops handing out committed records past this many (~50 ms of applying at
-/// ~3 µs a record, well inside an election timeout) ...
+/// One poll stops handing out committed records once it has this many (~50 ms of applying
+/// at ~3 µs a record, well inside an election timeout; the Ready that crosses it may add up to
+/// `COMMITTED_BYTES_PER_READY_MAX` more) ...
 const APPLY_RECORDS_PER_POLL_MAX: usize = 16_384;
 /// ... and after this many Readies whatever they hold.
 const READIES_PER_POLL_MAX: usize = 64;

@@ -70,6 +70,9 @@ const EVENTS_MAX: usize = 2 * MEMBERS_MAX + 1;
 const READ_BUFFER_BYTES: usize = 64 << 10;
 /// Idle connections are looked for at most this often.
 const IDLE_CHECK_INTERVAL: Duration = Duration::from_millis(250);
+/// Frames other than appends (heartbeats, votes, answers, keepalives) that may wait beyond
+/// `outbound_messages_max`: what keeps a leader a leader is not dropped for appends' backlog.
+const CONTROL_FRAMES_EXTRA: usize = 1024;
 /// Outbound bytes waiting for one member's socket at most, if `frame_bytes_max` allows.
 const OUTBOUND_BYTES_MAX_DEFAULT: usize = 64 << 20;
 
@@ -199,6 +202,9 @@ pub struct Transport {
     outbound_bytes_max: usize,
     /// Where reads land before they join a connection's frame buffer.
     scratch: Box<[u8]>,
+    /// The most ITCH messages any member's keepalive said it multicast (messages carry
+    /// theirs in [`Inbound::itch_sent`]).
+    keepalive_itch_sent: u64,
     last_idle_check: Instant,
     stats: Arc<TransportStats>,
     stop: Arc<AtomicBool>,
@@ -282,6 +288,7 @@ impl Transport {
             received: VecDeque::with_capacity(inbound_messages_max),
             itch_sent: 0,
             scratch: vec![0u8; READ_BUFFER_BYTES].into_boxed_slice(),
+            keepalive_itch_sent: 0,
             last_idle_check: Instant::now(),
             stats,
             stop,
@@ -319,7 +326,9 @@ impl Transport {
         // appends (which raft sends again) count against the message bound.
         let is_append = message.get_msg_type() == raft::eraftpb::MessageType::MsgAppend;
         let full = outbound.frame_ends.len() >= messages_max;
-        if (is_append && full) || outbound.buffer.len() - outbound.written >= bytes_max {
+        let hard_full = outbound.frame_ends.len() >= messages_max + CONTROL_FRAMES_EXTRA;
+        if (is_append && full) || hard_full || outbound.buffer.len() - outbound.written >= bytes_max
+        {
             self.stats.dropped_outbound.fetch_add(1, Ordering::Relaxed);
             return false;
         }
@@ -355,7 +364,18 @@ impl Transport {
     pub fn flush(&mut self) {
         let now = Instant::now();
         let keepalive_after = Duration::from_millis((self.config.idle_timeout_ms / 3).max(1));
+        let stall_after = Duration::from_millis(self.config.handshake_timeout_ms.max(1));
         for index in 0..self.peers.len() {
+            // Bytes waiting and none taken for a handshake timeout: the member is gone or
+            // stopped. Drop the connection and what waits (stale by the time it could be
+            // read) and connect again, rather than wait for TCP to give up.
+            let stalled = self.peers[index].outbound.as_ref().is_some_and(|o| {
+                o.written < o.buffer.len() && now.duration_since(o.last_write) >= stall_after
+            });
+            if stalled {
+                self.drop_outbound(index, "the member stopped reading");
+                continue;
+            }
             if let Some(outbound) = self.peers[index].outbound.as_mut()
                 && outbound.written == outbound.buffer.len()
                 && now.duration_since(outbound.last_write) >= keepalive_after
@@ -377,6 +397,11 @@ impl Transport {
         if signalled || self.unread() {
             self.pump(Some(Duration::ZERO));
         }
+    }
+
+    /// The most ITCH messages a member's keepalive said it multicast.
+    pub fn keepalive_itch_sent(&self) -> u64 {
+        self.keepalive_itch_sent
     }
 
     /// The next message read by a turn, if any.
@@ -498,7 +523,7 @@ impl Transport {
                     stream,
                     buffer: Vec::with_capacity(READ_BUFFER_BYTES),
                     written: 0,
-                    frame_ends: VecDeque::with_capacity(messages_max + 64),
+                    frame_ends: VecDeque::with_capacity(messages_max + CONTROL_FRAMES_EXTRA),
                     last_write: Instant::now(),
                 });
             }
@@ -599,7 +624,8 @@ impl Transport {
         let Some(mut outbound) = self.peers[index].outbound.take() else {
             return;
         };
-        if why != "replaced" {
+        let replaced = why == "replaced";
+        if !replaced {
             tracing::warn!(
                 peer = index + 1,
                 "cluster: connection to member lost: {why}"
@@ -607,7 +633,10 @@ impl Transport {
         }
         let _ = self.poll.registry().deregister(&mut outbound.stream);
         let _ = outbound.stream.shutdown(Shutdown::Both);
-        self.report_lost(index);
+        // A replaced connection's successor is already here: no new one is wanted.
+        if !replaced {
+            self.report_lost(index);
+        }
     }
 
     fn report_lost(&self, index: usize) {
@@ -628,6 +657,7 @@ impl Transport {
         let outcome = read_frames(
             inbound,
             &mut self.scratch,
+            &mut self.keepalive_itch_sent,
             peer,
             frame_bytes_max,
             room,
@@ -672,6 +702,7 @@ impl Transport {
 fn read_frames(
     inbound: &mut InboundConn,
     scratch: &mut [u8],
+    keepalive_itch_sent: &mut u64,
     from: u64,
     frame_bytes_max: u32,
     room: usize,
@@ -687,8 +718,11 @@ fn read_frames(
             let frame = inbound.buffer.split_to(4 + len).freeze().slice(4..);
             if frame.len() > FRAME_HEADER_BYTES - 4 {
                 received.push_back(decode_frame(&frame, from)?);
+            } else {
+                // A keepalive: the read counted as heard; it says how far the sender's feed got.
+                let sent = u64::from_be_bytes(frame[8..16].try_into().expect("16-byte header"));
+                *keepalive_itch_sent = (*keepalive_itch_sent).max(sent);
             }
-            // A frame without a message is a keepalive: the read itself counted as heard.
             continue;
         }
         if !inbound.readable {

@@ -231,6 +231,9 @@ impl<F: FeedOut> Daemon<F> {
         }
         member.ticks_done = member.ticks_done.max(due);
         member.transport.turn(transport_signalled);
+        member.known_sent = member
+            .known_sent
+            .max(member.transport.keepalive_itch_sent());
         for _ in 0..STEPS_PER_TURN_MAX {
             let Some(inbound) = member.transport.take() else {
                 break;

@@ -67,11 +67,14 @@ pub(super) struct HandoffSender {
 }
 
 impl HandoffSender {
-    fn hand_over(&self, handoff: Handoff) {
-        // The queue holds a few per member; a loop that does not take them is stopping.
+    /// Whether the loop got it (the queue holds a few per member; a full one means the loop
+    /// is not taking them, and the connection is closed).
+    fn hand_over(&self, handoff: Handoff) -> bool {
         if self.queue.try_send(handoff).is_ok() {
             let _ = self.waker.wake();
+            return true;
         }
+        false
     }
 }
 
@@ -262,7 +265,7 @@ impl Acceptor {
                     if let Some(peer) =
                         authenticate_inbound(stream.try_clone(), &config, &stats, address)
                     {
-                        handoff.hand_over(Handoff::Inbound {
+                        let _ = handoff.hand_over(Handoff::Inbound {
                             peer,
                             stream,
                             address,
@@ -332,10 +335,15 @@ impl Connector {
                     tracing::info!(peer = self.peer, %address, "cluster: connected to member");
                     logged_down = false;
                     pause = RECONNECT_PAUSE_MIN;
-                    self.handoff.hand_over(Handoff::Outbound {
+                    let handed = self.handoff.hand_over(Handoff::Outbound {
                         peer: self.peer,
                         stream,
                     });
+                    // Not taken: connect again after a pause, as after a failure.
+                    if !handed {
+                        std::thread::sleep(pause);
+                        continue;
+                    }
                     if !self.wait_until_lost() {
                         return;
                     }

@@ -281,6 +281,8 @@ fn a_member_that_stops_reading_is_bounded_and_never_blocks() {
     let fake = listeners.pop().expect("l");
     let mut bounded = config(1, &addresses, SECRET);
     bounded.outbound_messages_max = 64;
+    // Not long enough to call it a stall (a_stalled_connection_is_dropped_and_made_again).
+    bounded.handshake_timeout_ms = 60_000;
     let mut first = Transport::spawn(listeners.pop().expect("l"), bounded).expect("spawn 1");
     let (mut stream, _) = fake.accept().expect("the member connects");
     stream
@@ -363,7 +365,9 @@ fn a_quiet_connection_is_kept_alive() {
         }
         assert!(Instant::now() < deadline, "nothing arrived");
     }
-    // Four idle timeouts of silence, both loops turning as a member's does.
+    // Four idle timeouts of silence, both loops turning as a member's does; a keepalive
+    // still says how far the sender's feed got.
+    first.announce_itch_sent(77);
     let quiet_until = Instant::now() + Duration::from_millis(1_200);
     while Instant::now() < quiet_until {
         for transport in [&mut first, &mut second] {
@@ -374,10 +378,75 @@ fn a_quiet_connection_is_kept_alive() {
     for transport in [&first, &second] {
         assert_eq!(transport.stats().closed_idle.load(Ordering::Relaxed), 0);
     }
+    assert_eq!(second.keepalive_itch_sent(), 77);
     assert!(
         first.send(append(1, 2, 10), 0),
         "the connection is still there"
     );
     first.flush();
     assert_eq!(recv(&mut second).message, append(1, 2, 10));
+}
+
+/// A member that stops reading (stopped, or gone without a word) is not waited for: after a
+/// handshake timeout without progress the connection is dropped, with what waited, and made
+/// again.
+#[test]
+fn a_stalled_connection_is_dropped_and_made_again() {
+    let (mut listeners, addresses) = listeners(2);
+    let fake = listeners.pop().expect("l");
+    let mut first = Transport::spawn(listeners.pop().expect("l"), config(1, &addresses, SECRET))
+        .expect("spawn 1");
+    let as_member_2 = config(2, &addresses, SECRET);
+    let (mut stalled, _) = fake.accept().expect("the member connects");
+    stalled
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .expect("timeout");
+    handshake::server_handshake(&mut stalled, &as_member_2).expect("authenticates");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !first.send(append(1, 2, 1), 0) {
+        assert!(first.recv_timeout(Duration::from_millis(10)).is_none());
+        assert!(
+            Instant::now() < deadline,
+            "the connection was never taken over"
+        );
+    }
+    // Fill the socket, then keep turning as a member's loop does (sends and flushes).
+    for _ in 0..200 {
+        first.send(append(1, 2, 100_000), 0);
+        first.flush();
+    }
+    fake.set_nonblocking(true).expect("nonblocking");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut again = loop {
+        first.flush();
+        assert!(first.recv_timeout(Duration::from_millis(20)).is_none());
+        if let Ok((stream, _)) = fake.accept() {
+            break stream;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no new connection after the stall"
+        );
+    };
+    again.set_nonblocking(false).expect("blocking");
+    again
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .expect("timeout");
+    handshake::server_handshake(&mut again, &as_member_2).expect("authenticates again");
+    // The new connection carries new messages, not the stale backlog.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !first.send(append(1, 2, 7), 0) {
+        assert!(first.recv_timeout(Duration::from_millis(10)).is_none());
+        assert!(
+            Instant::now() < deadline,
+            "the new connection was never taken over"
+        );
+    }
+    first.flush();
+    let mut length = [0u8; 4];
+    again.read_exact(&mut length).expect("a frame");
+    let mut frame = vec![0u8; u32::from_be_bytes(length) as usize];
+    again.read_exact(&mut frame).expect("its body");
+    let got = decode_frame(&Bytes::from(frame), 1).expect("decodes");
+    assert_eq!(got.message, append(1, 2, 7));
 }
