@@ -150,10 +150,19 @@ fn a_damaged_snapshot_is_skipped_for_an_older_one_or_a_full_replay() {
     let second = std::fs::read(&files[1].1).unwrap();
     std::fs::write(&files[1].1, &second[..second.len() - 100]).unwrap();
     let third = std::fs::read(&files[2].1).unwrap();
-    let mut s = snapshot::Snapshot::decode(&third).unwrap();
-    let at = s.state.len() / 2;
-    s.state[at] ^= 0xff;
-    s.state.truncate(s.state.len() - 3);
+    let decoded = snapshot::Snapshot::decode(&third).unwrap();
+    let mut state = decoded.state.to_vec();
+    let at = state.len() / 2;
+    state[at] ^= 0xff;
+    state.truncate(state.len() - 3);
+    let s = snapshot::Snapshot {
+        last_seq: decoded.last_seq,
+        inputs: decoded.inputs,
+        timestamp: decoded.timestamp,
+        header_digest: decoded.header_digest,
+        streams: decoded.streams.clone(),
+        state,
+    };
     std::fs::write(&files[2].1, s.encode()).unwrap();
     let full = from_snapshot(&dir, false);
     assert_eq!(full.from_snapshot, None);
