@@ -641,8 +641,9 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             Layout::Compact => crate::snapshot::list(&dir).first().map_or(0, |s| s.0),
             Layout::Sharded => 0,
         };
-        let (writer, report) = JournalWriter::open_or_create_vouched(journal_config, day_epoch, vouched)
-            .map_err(|e| e.to_string())?;
+        let (writer, report) =
+            JournalWriter::open_or_create_vouched(journal_config, day_epoch, vouched)
+                .map_err(|e| e.to_string())?;
         if let Some(tail) = &report.torn_tail {
             tracing::warn!(path = %tail.path.display(), offset = tail.offset_bytes, cut_bytes = tail.cut_bytes, "journal: cut a torn tail ({})", tail.reason);
         }

@@ -503,7 +503,9 @@ mod tests {
     #[test]
     fn a_state_of_several_chunks_is_checked_chunk_by_chunk() {
         let s = Snapshot {
-            state: (0..(5 * CHUNK_BYTES / 2) as u32).map(|i| (i * 7) as u8).collect(),
+            state: (0..(5 * CHUNK_BYTES / 2) as u32)
+                .map(|i| (i * 7) as u8)
+                .collect(),
             ..sample()
         };
         let bytes = s.encode();
