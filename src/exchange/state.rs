@@ -198,6 +198,8 @@ pub(crate) fn restore(
             return bad("shares executed by an account without limits");
         }
     }
+    // Working memory of the index rebuilds, kept from one table to the next.
+    let mut scratch = Vec::new();
     for account in 0..accounts {
         let count = r.u32()? as usize;
         let free_count = r.u32()? as usize;
@@ -209,7 +211,7 @@ pub(crate) fn restore(
         }
         let (free, _) = r.take(free_count * 4)?.as_chunks::<4>();
         let entries = r.take(count * ENTRY_BYTES)?;
-        if let Err(e) = table.restore_image(entries, free, symbols) {
+        if let Err(e) = table.restore_image(entries, free, symbols, &mut scratch) {
             return bad(format!("account {account}: {e}"));
         }
     }

@@ -135,8 +135,12 @@ fn bucket_count(limit: usize) -> usize {
     (limit + limit.div_ceil(3)).next_power_of_two().max(8)
 }
 
-/// Slots looked ahead when the index is rebuilt (prefetched buckets).
-const REBUILD_PREFETCH: usize = 16;
+/// A large index is rebuilt one range of this many buckets at a time (512 KiB: within the
+/// L2 cache and the TLB's reach), its tokens sorted into ranges by home bucket first: random
+/// writes over a table of hundreds of megabytes cost a TLB and a cache miss each.
+const REBUILD_RANGE_BUCKETS: usize = 1 << 16;
+/// Arrays up to this size are prefaulted by writing them (see [`TokenTable::prefault`]).
+const FILL_BYTES_MAX: usize = 1 << 20;
 
 pub(crate) struct TokenTable {
     /// Slot numbers tagged with their token's hash (see the module docs).
@@ -166,21 +170,35 @@ impl TokenTable {
         table
     }
 
-    /// Write every byte now (the index for good, the arrays' capacity once), so the first
-    /// day's inserts take no page faults and start from the cache, not from freshly zeroed
-    /// pages.
+    /// Make every page resident now, so the first day's inserts take no page faults. Arrays
+    /// small enough to stay in the cache are written whole (the day starts from the cache);
+    /// larger ones are populated by the kernel in one call, which is what their first writes
+    /// would otherwise pay for (a fault a page), without writing them once more (a restore
+    /// writes them next).
     fn prefault(&mut self) {
-        self.buckets.resize(self.mask + 1, 0);
-        let (token, code, symbol) = ([0; 14], CODE_VOID, 0);
-        let void = Entry {
-            token,
-            code,
-            symbol,
-        };
-        self.entries.resize(self.limit, void);
-        self.entries.clear();
-        self.free.resize(self.limit, 0);
-        self.free.clear();
+        let buckets = self.mask + 1;
+        if buckets * 8 <= FILL_BYTES_MAX {
+            self.buckets.resize(buckets, 0);
+        } else {
+            // Zeroed by the allocator (untouched pages), then populated: still zero.
+            self.buckets = vec![0; buckets];
+            populate(self.buckets.as_mut_ptr().cast(), buckets * 8);
+        }
+        if self.limit * ENTRY_BYTES <= FILL_BYTES_MAX {
+            let (token, code, symbol) = ([0; 14], CODE_VOID, 0);
+            let void = Entry {
+                token,
+                code,
+                symbol,
+            };
+            self.entries.resize(self.limit, void);
+            self.entries.clear();
+            self.free.resize(self.limit, 0);
+            self.free.clear();
+        } else {
+            populate(self.entries.as_mut_ptr().cast(), self.limit * ENTRY_BYTES);
+            populate(self.free.as_mut_ptr().cast(), self.limit * 4);
+        }
     }
 
     #[inline]
@@ -371,11 +389,13 @@ impl TokenTable {
     /// array is copied in one go and the index rebuilt in one pass. Every entry is checked
     /// (state codes, symbols, no token twice, the free list naming exactly the voided
     /// slots): bytes that are no such image are an error, never a panic.
+    /// `scratch` is working memory, kept by the caller across tables.
     pub fn restore_image(
         &mut self,
         entries: &[u8],
         free: &[[u8; 4]],
         symbols: usize,
+        scratch: &mut Vec<(u64, u32)>,
     ) -> Result<(), String> {
         assert!(
             self.entries.is_empty() && self.free.is_empty(),
@@ -404,7 +424,7 @@ impl TokenTable {
         }
         let restored = self
             .check_free_list(free)
-            .and_then(|()| self.rebuild_index(symbols));
+            .and_then(|()| self.rebuild_index(symbols, scratch));
         if restored.is_err() {
             self.entries.clear();
             self.free.clear();
@@ -431,26 +451,20 @@ impl TokenTable {
         Ok(())
     }
 
-    /// Index every recorded slot, checking its entry. Hashes are computed
-    /// [`REBUILD_PREFETCH`] slots ahead and their home buckets prefetched: the index is
-    /// written in random order, and this hides most of the cache misses.
-    fn rebuild_index(&mut self, symbols: usize) -> Result<(), String> {
-        let count = self.entries.len();
+    /// Index every recorded slot, checking its entry: by ranges of the index (see
+    /// [`REBUILD_RANGE_BUCKETS`]), the tokens first counted and then sorted into their
+    /// ranges in `scratch` (hash, slot).
+    fn rebuild_index(
+        &mut self,
+        symbols: usize,
+        scratch: &mut Vec<(u64, u32)>,
+    ) -> Result<(), String> {
+        let ranges = (self.buckets.len() / REBUILD_RANGE_BUCKETS).max(1);
+        let shift = (self.buckets.len() / ranges).trailing_zeros();
+        let range_of = |hash: u64| (hash as usize & self.mask) >> shift;
+        let mut starts = vec![0usize; ranges + 1];
         let mut voided = 0usize;
-        let hash_of = |entries: &[Entry], slot: usize| token_hash(&entries[slot].token());
-        let mut ahead = [0u64; REBUILD_PREFETCH];
-        for (slot, hash) in ahead.iter_mut().enumerate().take(count) {
-            *hash = hash_of(&self.entries, slot);
-            prefetch(&self.buckets[*hash as usize & self.mask]);
-        }
-        for slot in 0..count {
-            let hash = ahead[slot % REBUILD_PREFETCH];
-            if slot + REBUILD_PREFETCH < count {
-                let next = hash_of(&self.entries, slot + REBUILD_PREFETCH);
-                ahead[slot % REBUILD_PREFETCH] = next;
-                prefetch(&self.buckets[next as usize & self.mask]);
-            }
-            let entry = self.entries[slot];
+        for (slot, entry) in self.entries.iter().enumerate() {
             match (entry.code, entry.symbol) {
                 (CODE_UNROUTED, 0) => {}
                 (CODE_ROUTED, symbol) if (symbol as usize) < symbols => {}
@@ -460,15 +474,60 @@ impl TokenTable {
                 }
                 _ => return Err(format!("slot {slot}: a state out of range")),
             }
-            let Err(at) = self.position(hash, &entry.token()) else {
-                return Err(format!("slot {slot}: a token recorded twice"));
-            };
-            self.buckets[at] = bucket_of(hash, slot as u32);
+            starts[range_of(token_hash(&entry.token())) + 1] += 1;
         }
         if voided != self.free.len() {
             return Err("voided slots missing from the free list".into());
         }
+        for range in 0..ranges {
+            starts[range + 1] += starts[range];
+        }
+        scratch.clear();
+        scratch.resize(self.entries.len() - voided, (0, 0));
+        let mut next = starts.clone();
+        for (slot, entry) in self.entries.iter().enumerate() {
+            if entry.code != CODE_VOID {
+                let hash = token_hash(&entry.token());
+                let at = &mut next[range_of(hash)];
+                scratch[*at] = (hash, slot as u32);
+                *at += 1;
+            }
+        }
+        let range_buckets = self.buckets.len() / ranges;
+        for range in 0..ranges {
+            // Read the range once in order first (the hardware prefetches a sequential
+            // read): the writes below then hit the cache instead of missing at random.
+            let first = range * range_buckets;
+            let warm = &self.buckets[first..first + range_buckets];
+            std::hint::black_box(warm.iter().fold(0, |acc, &b| acc | b));
+            for &(hash, slot) in &scratch[starts[range]..starts[range + 1]] {
+                self.place(hash, slot)?;
+            }
+        }
         Ok(())
+    }
+
+    /// Index `slot` (its token hashing to `hash`) in the first empty bucket of its path. The
+    /// slot array is read only when a tag matches (a token twice, or a rare collision), so a
+    /// rebuild by ranges touches nothing else at random.
+    fn place(&mut self, hash: u64, slot: u32) -> Result<(), String> {
+        let tag = hash & TAG_MASK;
+        let mut at = hash as usize & self.mask;
+        // Bounded: the index always has an empty bucket (at most 3/4 full).
+        for _ in 0..=self.mask {
+            let bucket = self.buckets[at];
+            if bucket == 0 {
+                self.buckets[at] = bucket_of(hash, slot);
+                return Ok(());
+            }
+            if bucket & TAG_MASK == tag
+                && self.entries[slot_in(bucket) as usize].token == self.entries[slot as usize].token
+            {
+                return Err(format!("slot {slot}: a token recorded twice"));
+            }
+            at = (at + 1) & self.mask;
+        }
+        Err("the token index is full".into())
     }
 
     pub fn allocated_bytes(&self) -> usize {
@@ -479,18 +538,33 @@ impl TokenTable {
     }
 }
 
-/// A hint that `target` will be written soon.
-#[inline]
-fn prefetch<T>(target: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint; it does not fault or access memory architecturally.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-            (target as *const T).cast::<i8>(),
-        );
+/// Make the pages of `bytes` bytes at `start` (an allocation of this process) resident and
+/// writable: one `madvise(MADV_POPULATE_WRITE)` for the whole pages (Linux 5.14+; the
+/// kernel allocates and zeroes them without a fault each), a write into each page it could
+/// not do (older kernels) and into the partial pages at either end. Contents are unchanged.
+fn populate(start: *mut u8, bytes: usize) {
+    const PAGE_BYTES: usize = 4096;
+    let touch = |from: usize, to: usize| {
+        for offset in (from..to).step_by(PAGE_BYTES) {
+            // SAFETY: inside the allocation; the byte is read and written back as it is
+            // (volatile: the write is the point), on memory no one else uses yet.
+            unsafe {
+                let at = start.add(offset);
+                at.write_volatile(at.read_volatile());
+            }
+        }
+    };
+    let head = start.align_offset(PAGE_BYTES).min(bytes);
+    let whole = (bytes - head) / PAGE_BYTES * PAGE_BYTES;
+    // SAFETY: a page-aligned range inside the allocation; MADV_POPULATE_WRITE only faults
+    // pages in (as a write would), it changes no contents.
+    let populated = whole > 0
+        && unsafe { libc::madvise(start.add(head).cast(), whole, libc::MADV_POPULATE_WRITE) } == 0;
+    if !populated {
+        touch(head, head + whole);
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = target;
+    touch(0, head);
+    touch(head + whole, bytes);
 }
 
 #[cfg(test)]
@@ -607,7 +681,8 @@ mod tests {
         let (entries, free) = t.image();
         let free_bytes: Vec<[u8; 4]> = free.iter().map(|s| s.to_le_bytes()).collect();
         let mut back = TokenTable::new(64);
-        back.restore_image(entries, &free_bytes, 3).map(|()| back)
+        back.restore_image(entries, &free_bytes, 3, &mut Vec::new())
+            .map(|()| back)
     }
 
     #[test]
@@ -631,7 +706,7 @@ mod tests {
         let free_bytes: Vec<[u8; 4]> = free.iter().map(|s| s.to_le_bytes()).collect();
         let try_with = |entries: &[u8], free: &[[u8; 4]]| {
             let mut back = TokenTable::new(64);
-            let outcome = back.restore_image(entries, free, 3);
+            let outcome = back.restore_image(entries, free, 3, &mut Vec::new());
             if outcome.is_err() {
                 assert_eq!((back.len(), back.next_slot()), (0, 0));
             }
@@ -663,5 +738,43 @@ mod tests {
             let _ = try_with(&changed, &free_bytes);
         }
         assert!(try_with(entries, &free_bytes).is_ok());
+    }
+
+    /// A table large enough to be populated by the kernel and rebuilt by ranges.
+    #[test]
+    fn a_large_image_is_rebuilt_by_ranges_to_the_same_table() {
+        let limit = 100_000;
+        assert!(bucket_count(limit as usize) > 2 * REBUILD_RANGE_BUCKETS);
+        assert!(limit as usize * ENTRY_BYTES > FILL_BYTES_MAX);
+        let mut t = TokenTable::new(limit);
+        let tokens: Vec<Token> = (0..70_000).map(|i| tok(&format!("L{i}"))).collect();
+        for (i, &k) in tokens.iter().enumerate() {
+            let state = match i % 5 {
+                0 => TokenState::Pending(0),
+                1 => TokenState::Unrouted,
+                _ => TokenState::Routed((i % 3) as u16),
+            };
+            t.insert(k, state);
+        }
+        for slot in (0..70_000).step_by(5) {
+            t.void(slot);
+        }
+        let (entries, free) = t.image();
+        let free_bytes: Vec<[u8; 4]> = free.iter().map(|s| s.to_le_bytes()).collect();
+        let mut back = TokenTable::new(limit);
+        let mut scratch = Vec::new();
+        back.restore_image(entries, &free_bytes, 3, &mut scratch)
+            .expect("restores");
+        for (i, k) in tokens.iter().enumerate() {
+            assert_eq!(back.get(k), t.get(k), "L{i}");
+        }
+        assert_eq!((back.len(), back.next_slot()), (t.len(), t.next_slot()));
+        // A token twice in different ranges' worth of slots is found.
+        let mut twice = entries.to_vec();
+        let (a, b) = (ENTRY_BYTES, 60_001 * ENTRY_BYTES);
+        twice.copy_within(a..a + 14, b);
+        let mut again = TokenTable::new(limit);
+        let refused = again.restore_image(&twice, &free_bytes, 3, &mut scratch);
+        assert!(refused.unwrap_err().contains("twice"));
     }
 }
