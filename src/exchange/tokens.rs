@@ -361,11 +361,14 @@ impl TokenTable {
     /// Recorded entries with their slots, in an order independent of hashing (for the state
     /// digest; allocates).
     pub fn sorted_entries(&self) -> Vec<(u32, Token, TokenState)> {
-        let mut entries: Vec<_> = (0..self.entries.len() as u32)
-            .map(|slot| (slot, self.entries[slot as usize].token(), self.state(slot)))
-            .filter(|e| e.2 != TokenState::Void)
-            .collect();
-        entries.sort_by_key(|e| e.1);
+        let mut entries = Vec::with_capacity(self.len());
+        entries.extend(
+            (0..self.entries.len() as u32)
+                .map(|slot| (slot, self.entries[slot as usize].token(), self.state(slot)))
+                .filter(|e| e.2 != TokenState::Void),
+        );
+        // Tokens are unique in a table: an unstable sort gives the one order (in place).
+        entries.sort_unstable_by_key(|e| e.1);
         entries
     }
 

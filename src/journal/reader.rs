@@ -2,6 +2,7 @@
 //! up with a live writer across segment rotations. No allocation per record.
 
 use std::fs::File;
+use std::ops::RangeInclusive;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -67,7 +68,7 @@ pub struct JournalReader {
     from_seq: u64,
     /// Records in this range were checked by a scan of this process: their checksums are not
     /// computed again (see [`Self::trust`]).
-    trusted: std::ops::RangeInclusive<u64>,
+    trusted: RangeInclusive<u64>,
 }
 
 /// Position of a found record inside the current mapping (no borrow held while advancing).
@@ -123,7 +124,8 @@ impl JournalReader {
             offset_bytes: HEADER_BYTES,
             next_seq,
             from_seq,
-            trusted: 1..=0,
+            // Nothing trusted (an empty range).
+            trusted: RangeInclusive::new(1, 0),
         })
     }
 
@@ -137,7 +139,7 @@ impl JournalReader {
 
     /// [`Self::trust_through`] for the records of `seqs` only: those a scan vouched for by a
     /// snapshot checked ([`super::verify_vouched`]: from its `vouched_through` + 1 on).
-    pub fn trust(&mut self, seqs: std::ops::RangeInclusive<u64>) {
+    pub fn trust(&mut self, seqs: RangeInclusive<u64>) {
         self.trusted = seqs;
     }
 
