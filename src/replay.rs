@@ -359,10 +359,17 @@ pub fn replay_with(
     let (journal_dir, day_note) = crate::days::for_reading(path).map_err(ReplayError::Layout)?;
     let dir = journal_dir.as_path();
     // Read-only check first: refuses corruption and gaps, finds the end of the valid prefix.
-    let verified = crate::journal::verify(dir)?;
+    // From a snapshot, the newest one vouches for the records before it: only where they end
+    // is checked (should it turn out damaged, the reader checks the records the scan did not).
+    let vouched = match options.from_snapshot {
+        true => snapshot::list(dir).first().map_or(0, |(seq, _)| *seq),
+        false => 0,
+    };
+    let verified = crate::journal::verify_vouched(dir, vouched)?;
+    // Every record the scan read had its checksum checked just now.
+    let trusted = verified.vouched_through + 1..=verified.last_seq;
     let mut reader = JournalReader::open(dir, 1)?;
-    // Every record through the verified end had its checksum checked just now.
-    reader.trust_through(verified.last_seq);
+    reader.trust(trusted.clone());
     let (header, start_seq, timestamp) = read_start(&mut reader)?;
     let accounts = header.venue.accounts.len();
     let header_digest = snapshot::header_digest(&header.encode());
@@ -385,7 +392,7 @@ pub fn replay_with(
     let (mut exchange, mut streams, mut inputs, mut applied) = match loaded {
         Some((s, (exchange, streams))) => {
             reader = JournalReader::open(dir, s.last_seq + 1)?;
-            reader.trust_through(verified.last_seq);
+            reader.trust(trusted);
             (exchange, streams, s.inputs, 0)
         }
         None => {
@@ -450,9 +457,8 @@ pub fn replay_with(
             let encode_started = std::time::Instant::now();
             let snap = take(&exchange, d, inputs, r.timestamp, header_digest);
             snapshot_encode_max = snapshot_encode_max.max(encode_started.elapsed());
-            let bytes = snap.encode();
-            snapshot_bytes_max = snapshot_bytes_max.max(bytes.len() as u64);
-            snapshot::write_atomic(dir, snap.last_seq, &bytes).map_err(ReplayError::Io)?;
+            let (_, bytes) = snapshot::write_atomic(dir, &snap).map_err(ReplayError::Io)?;
+            snapshot_bytes_max = snapshot_bytes_max.max(bytes);
             snapshot::prune(dir, snapshot::KEEP);
             snapshots_written += 1;
         }
@@ -503,7 +509,7 @@ pub fn replay_with(
 /// its digest state.
 fn resume<'w>(
     header: &DayHeader,
-    s: &Snapshot,
+    s: &Snapshot<&[u8]>,
     no_digest: bool,
 ) -> Result<(Exchange, Streams<'w>), String> {
     let accounts = header.venue.accounts.len();
@@ -514,7 +520,7 @@ fn resume<'w>(
         ));
     }
     let exchange =
-        Exchange::from_state(header.venue.clone(), &s.state).map_err(|e| e.to_string())?;
+        Exchange::from_state(header.venue.clone(), s.state).map_err(|e| e.to_string())?;
     if exchange.last_seq() > s.last_seq {
         return Err("the state is past the snapshot's record".into());
     }

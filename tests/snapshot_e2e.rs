@@ -113,16 +113,14 @@ fn inode(path: &Path) -> u64 {
     std::fs::metadata(path).unwrap().ino()
 }
 
-/// A daemon killed with -9 restarts from its newest snapshot: the stores are reopened (not
-/// rebuilt) and cut to the snapshot, only the journal's tail is applied, a re-login from 1
-/// gets every message exactly once, numbering continues, and the journal still replays to
-/// what the daemon said.
-#[test]
-fn a_killed_daemon_restarts_from_its_snapshot_and_every_message_is_there_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config_text(dir.path(), "[snapshot]\nevery_inputs = 7\nkeep = 2\n");
-    let journal = dir.path().join("journal");
-    let venue = Venue::start(dir.path(), &config);
+type Messages = Vec<(u64, bourse::wire::ouch::Outbound)>;
+
+/// Alice's 20 resting orders, the snapshots the daemon writes after them (waited for), one
+/// more order (the tail a restart applies), then kill -9. Returns her messages before and
+/// after the snapshots, and the day's directory.
+fn orders_snapshots_tail_kill9(dir: &Path, config: &str) -> (Messages, Messages, PathBuf) {
+    let journal = dir.join("journal");
+    let venue = Venue::start(dir, config);
     let mut alice =
         OuchClient::login(venue.gateway, "ALICE", "alicepw", "", 1, TIMEOUT).expect("login");
     for i in 0..20u32 {
@@ -149,16 +147,14 @@ fn a_killed_daemon_restarts_from_its_snapshot_and_every_message_is_there_once() 
     alice.send(&enter("TAIL", b'B', 100, 80_000)).unwrap();
     let tail = alice.recv_messages(1, TIMEOUT).unwrap();
     drop(alice);
-    let itch_store = bourse::stream::store_dir(&day).join("itch.store");
-    let itch_inode = inode(&itch_store);
     venue.kill9();
+    (first, tail, day)
+}
 
-    let venue = Venue::start(dir.path(), &config);
-    assert_eq!(
-        inode(&itch_store),
-        itch_inode,
-        "the stores were reopened at the snapshot, not rebuilt by a full replay"
-    );
+/// After a restart: a re-login from 1 gets `first` then `tail` exactly once, numbering and
+/// order references continue, and the journal replays (fully or from the snapshot) to the
+/// same digests.
+fn check_restarted(venue: Venue, first: &Messages, tail: &Messages, journal: &Path) {
     let mut again =
         OuchClient::login(venue.gateway, "ALICE", "alicepw", "", 1, TIMEOUT).expect("login");
     let replayed = again.recv_messages(22, TIMEOUT).unwrap();
@@ -180,7 +176,93 @@ fn a_killed_daemon_restarts_from_its_snapshot_and_every_message_is_there_once() 
     }
     drop(again);
     assert!(venue.stop().success());
-    let (full, _) = digests(&journal, false);
-    let (resumed, _) = digests(&journal, true);
+    let (full, _) = digests(journal, false);
+    let (resumed, _) = digests(journal, true);
     assert_eq!(resumed, full);
+}
+
+/// A daemon killed with -9 restarts from its newest snapshot: the stores are reopened (not
+/// rebuilt) and cut to the snapshot, only the journal's tail is applied, a re-login from 1
+/// gets every message exactly once, numbering continues, and the journal still replays to
+/// what the daemon said.
+#[test]
+fn a_killed_daemon_restarts_from_its_snapshot_and_every_message_is_there_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_text(dir.path(), "[snapshot]\nevery_inputs = 7\nkeep = 2\n");
+    let journal = dir.path().join("journal");
+    let (first, tail, day) = orders_snapshots_tail_kill9(dir.path(), &config);
+    let itch_store = bourse::stream::store_dir(&day).join("itch.store");
+    let itch_inode = inode(&itch_store);
+    let venue = Venue::start(dir.path(), &config);
+    assert_eq!(
+        inode(&itch_store),
+        itch_inode,
+        "the stores were reopened at the snapshot, not rebuilt by a full replay"
+    );
+    check_restarted(venue, &first, &tail, &journal);
+}
+
+/// Junk where the next record would go in the day's last segment, as a crash mid-append
+/// leaves it: a length word and part of a record that never was acknowledged.
+fn tear_tail(day: &Path) {
+    let mut segments: Vec<PathBuf> = std::fs::read_dir(day)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .filter(|p| std::fs::read(p).unwrap()[..8] != [0; 8]) // not the blank spare
+        .collect();
+    segments.sort();
+    let last = segments.last().expect("a segment");
+    let bytes = std::fs::read(last).unwrap();
+    let mut offset = 64usize;
+    for _ in 0..bytes.len() / 8 {
+        let length = u32::from_le_bytes(bytes[offset..offset + 4].try_into().unwrap());
+        assert_ne!(length, u32::MAX, "the last segment is not sealed");
+        if length == 0 {
+            break;
+        }
+        offset += (length as usize).next_multiple_of(8);
+    }
+    let mut torn = vec![0x5a; 44];
+    torn[..4].copy_from_slice(&100u32.to_le_bytes());
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new().write(true).open(last).unwrap();
+    file.write_all_at(&torn, offset as u64).unwrap();
+}
+
+/// A daemon killed mid-append (a torn record after its last one) restarts from its newest
+/// snapshot: recovery, which checks only from the snapshot's record on, cuts the torn tail
+/// exactly as a full check would, and the restart is otherwise the one above.
+#[test]
+fn a_killed_daemon_with_a_torn_tail_restarts_from_its_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_text(dir.path(), "[snapshot]\nevery_inputs = 7\nkeep = 2\n");
+    let journal = dir.path().join("journal");
+    let (first, tail, day) = orders_snapshots_tail_kill9(dir.path(), &config);
+    let before = bourse::journal::verify(&day).expect("a torn tail is not a refusal");
+    assert!(
+        before.torn_tail.is_none(),
+        "a torn tail already: {before:?}"
+    );
+    tear_tail(&day);
+    let torn = bourse::journal::verify(&day).expect("a torn tail is not a refusal");
+    let cut = torn.torn_tail.clone().expect("torn");
+    assert_eq!(torn.last_seq, before.last_seq);
+    let newest = bourse::snapshot::list(&day)[0].0;
+    let vouched = bourse::journal::verify_vouched(&day, newest).expect("vouched");
+    assert_eq!(
+        (vouched.last_seq, vouched.vouched_through, vouched.torn_tail),
+        (torn.last_seq, newest - 1, Some(cut))
+    );
+    let itch_store = bourse::stream::store_dir(&day).join("itch.store");
+    let itch_inode = inode(&itch_store);
+    let venue = Venue::start(dir.path(), &config);
+    assert_eq!(
+        inode(&itch_store),
+        itch_inode,
+        "restarted from the snapshot"
+    );
+    let after = bourse::journal::verify(&day).expect("cut");
+    assert_eq!((after.last_seq, after.torn_tail), (torn.last_seq, None));
+    check_restarted(venue, &first, &tail, &journal);
 }

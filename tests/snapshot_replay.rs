@@ -150,10 +150,19 @@ fn a_damaged_snapshot_is_skipped_for_an_older_one_or_a_full_replay() {
     let second = std::fs::read(&files[1].1).unwrap();
     std::fs::write(&files[1].1, &second[..second.len() - 100]).unwrap();
     let third = std::fs::read(&files[2].1).unwrap();
-    let mut s = snapshot::Snapshot::decode(&third).unwrap();
-    let at = s.state.len() / 2;
-    s.state[at] ^= 0xff;
-    s.state.truncate(s.state.len() - 3);
+    let decoded = snapshot::Snapshot::decode(&third).unwrap();
+    let mut state = decoded.state.to_vec();
+    let at = state.len() / 2;
+    state[at] ^= 0xff;
+    state.truncate(state.len() - 3);
+    let s = snapshot::Snapshot {
+        last_seq: decoded.last_seq,
+        inputs: decoded.inputs,
+        timestamp: decoded.timestamp,
+        header_digest: decoded.header_digest,
+        streams: decoded.streams.clone(),
+        state,
+    };
     std::fs::write(&files[2].1, s.encode()).unwrap();
     let full = from_snapshot(&dir, false);
     assert_eq!(full.from_snapshot, None);
@@ -203,4 +212,59 @@ fn a_changed_state_is_refused_or_restored_never_a_panic() {
         refused += u32::from(outcome.unwrap());
     }
     assert!(refused > 0, "some changes are refused");
+}
+
+/// A snapshot whose checksums are valid but whose token table image is not one (a slot
+/// marked pending: a state is taken settled) is refused when restored: the older snapshot
+/// is used, with the full replay's digests.
+#[test]
+fn a_snapshot_whose_token_image_does_not_restore_is_skipped_for_an_older_one() {
+    let temp = tempfile::tempdir().unwrap();
+    let want = expected("busy-day");
+    let dir = copy_journal("busy-day", temp.path());
+    let written = write_every(&dir, 5_000);
+    let (symbols, accounts) = (
+        written.header.venue.symbols.len(),
+        written.header.venue.accounts.len(),
+    );
+    let files = snapshot::list(&dir);
+    let newest = std::fs::read(&files[0].1).unwrap();
+    let decoded = snapshot::Snapshot::decode(&newest).unwrap();
+    let mut state = decoded.state.to_vec();
+    // The state's layout (src/exchange/state.rs): magic, last input, phase, next order
+    // reference and match numbers, day ended; halts; blocks and executed shares; then each
+    // account's slot count, free count, free list and slot array (18 bytes a slot: token,
+    // state code, symbol).
+    let mut at = 24 + 8 + 1 + 8 + 8 + 1 + 4 + symbols + 4 + accounts * 9;
+    let u32_at =
+        |bytes: &[u8], at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    let mut marked = false;
+    for _ in 0..accounts {
+        let (slots, free) = (u32_at(&state, at) as usize, u32_at(&state, at + 4) as usize);
+        let first_slot = at + 8 + 4 * free;
+        if slots > free {
+            // The first slot that is not voided (code 3): mark it pending (code 2).
+            let used = (0..slots)
+                .map(|k| first_slot + k * 18)
+                .find(|&e| state[e + 14] != 3)
+                .unwrap();
+            state[used + 14..used + 16].copy_from_slice(&2u16.to_le_bytes());
+            marked = true;
+            break;
+        }
+        at = first_slot + 18 * slots;
+    }
+    assert!(marked, "a token to mark");
+    let s = snapshot::Snapshot {
+        last_seq: decoded.last_seq,
+        inputs: decoded.inputs,
+        timestamp: decoded.timestamp,
+        header_digest: decoded.header_digest,
+        streams: decoded.streams.clone(),
+        state,
+    };
+    std::fs::write(&files[0].1, s.encode()).unwrap();
+    let resumed = from_snapshot(&dir, false);
+    assert_eq!(resumed.from_snapshot, Some(files[1].0));
+    assert_eq!(resumed.digest_lines(), want);
 }

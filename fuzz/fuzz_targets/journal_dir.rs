@@ -1,6 +1,8 @@
 //! Journal recovery on a directory of arbitrary segment files (and an optional manifest):
-//! `verify` must answer without panicking; if `truncate_corrupt_tail` accepts the journal,
-//! the result must verify cleanly and a writer must open it and append.
+//! `verify` must answer without panicking, and so must `verify_vouched` (a snapshot after a
+//! record taken from the bytes), which reports what `verify` does whenever `verify` accepts
+//! the journal; if `truncate_corrupt_tail` accepts the journal, the result must verify
+//! cleanly and a writer must open it and append.
 //!
 //! Byte 0: bits 0-1 fix-ups (see bourse_fuzz), bit 2 two segments, bit 3 a manifest, bit 4
 //! the manifest's boot id is this boot's, bit 5 open a writer after the repair.
@@ -8,7 +10,10 @@
 #![no_main]
 
 use bourse::journal::manifest::{self, ManifestState};
-use bourse::journal::{Durability, JournalConfig, JournalWriter, truncate_corrupt_tail, verify};
+use bourse::journal::{
+    Durability, JournalConfig, JournalWriter, RecoveryReport, truncate_corrupt_tail, verify,
+    verify_vouched,
+};
 use bourse::types::Timestamp;
 use bourse_fuzz::{IMAGE_MAX_PAYLOAD, scratch_dir, segment_image};
 use libfuzzer_sys::fuzz_target;
@@ -47,7 +52,16 @@ fuzz_target!(|data: &[u8]| {
         };
         manifest::write_durable(&dir, &state).unwrap();
     }
-    let _ = verify(&dir);
+    let full = verify(&dir);
+    let vouched = verify_vouched(&dir, u64::from(*synced ^ *mapped));
+    if let Ok(full) = &full {
+        let vouched = vouched.expect("a vouched scan accepts what the full one does");
+        let as_full = RecoveryReport {
+            vouched_through: 0,
+            ..vouched
+        };
+        assert_eq!(&as_full, full, "a vouched scan reports what the full one does");
+    }
     if let Ok(repaired) = truncate_corrupt_tail(&dir) {
         let verified = verify(&dir);
         assert!(

@@ -634,8 +634,16 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             truncate_damaged_tail(&dir)?;
         }
         let journal_config = journal_config(config, &dir);
+        // A venue alone restarts from its newest snapshot, which vouches for the records
+        // before it: recovery checks where they end, not each one (if that snapshot turns out
+        // unusable, replay's reader checks every record it reads).
+        let vouched = match layout {
+            Layout::Compact => crate::snapshot::list(&dir).first().map_or(0, |s| s.0),
+            Layout::Sharded => 0,
+        };
         let (writer, report) =
-            JournalWriter::open_or_create(journal_config, day_epoch).map_err(|e| e.to_string())?;
+            JournalWriter::open_or_create_vouched(journal_config, day_epoch, vouched)
+                .map_err(|e| e.to_string())?;
         if let Some(tail) = &report.torn_tail {
             tracing::warn!(path = %tail.path.display(), offset = tail.offset_bytes, cut_bytes = tail.cut_bytes, "journal: cut a torn tail ({})", tail.reason);
         }
@@ -982,14 +990,17 @@ fn resume_from_snapshot(dir: &Path, through: u64, header: &DayHeader) -> Option<
         if s.inputs != s.last_seq || s.streams.len() != header.venue.accounts.len() + 1 {
             return Err("not a snapshot of a venue alone with these accounts".into());
         }
+        // The stores first: they are quick to check, the state is gigabytes on a busy day.
+        // (Cutting them to this snapshot is safe if it is refused below: an older one cuts
+        // them further, a full replay recreates them.)
+        let streams = reopen_streams_at(dir, &s.streams).ok_or("the streams do not reopen")?;
         let exchange =
-            Exchange::from_state(header.venue.clone(), &s.state).map_err(|e| e.to_string())?;
+            Exchange::from_state(header.venue.clone(), s.state).map_err(|e| e.to_string())?;
         // After End of Messages the output stage must know where that message is: an ended
         // day (short to replay anyway) restarts by a full replay.
         if exchange.day_ended() {
             return Err("taken after the end of day".into());
         }
-        let streams = reopen_streams_at(dir, &s.streams).ok_or("the streams do not reopen")?;
         Ok((exchange, streams))
     })?;
     tracing::info!(last_seq = s.last_seq, "restarting from a state snapshot");

@@ -8,14 +8,18 @@
 //!   numbers, day ended, halted symbols, blocked accounts, and every account's shares executed
 //!   today (history kept for `max_day_shares`; the open orders and shares of the limits are
 //!   the books' and are counted again as the orders are restored);
-//! - every account's token table in slot order (token, routed or not, symbol), with no
-//!   pending token: the state is taken settled (walked in place: no copy of the table);
+//! - every account's token table as its slot array lies in memory (token, state code,
+//!   symbol: 18 bytes a slot, voided slots included) and its free list, with no pending
+//!   token: the state is taken settled. The slot array is the bulk of a busy day's state
+//!   (every token of the day), so it is written and read back with one copy each way and the
+//!   hash index is rebuilt from it ([`super::tokens::TokenTable::restore_image`]); the index
+//!   itself is not saved (it is sized by the venue's limit, not by the tokens used);
 //! - every symbol's resting orders in **order reference order**, which is the order they
 //!   were inserted into the book: re-inserting them in that order rebuilds both the
 //!   price-time priority within each price (displayed and hidden queues) and the expiry order
-//!   within each deadline second. Pool slots and token slots are internal: the shards' live
-//!   index (account, token slot → pool slot) and the merge's pool slot → order reference
-//!   table are rebuilt as the orders go back in.
+//!   within each deadline second. Pool slots are internal: the shards' live index (account,
+//!   token slot → pool slot) and the merge's pool slot → order reference table are rebuilt as
+//!   the orders go back in.
 //!
 //! Restoring into one shard ([`super::Exchange`]) or several ([`super::Split`]) gives the
 //! same state: the same digest, the same outputs for any further input.
@@ -24,16 +28,14 @@ use super::front::{Front, Phase};
 use super::merge::Merge;
 use super::msg::shard_of;
 use super::shard::{Resting, Shard};
-use super::tokens::TokenState;
+use super::tokens::{ENTRY_BYTES, TokenState};
 use crate::types::{Alpha, Price, Side, Token};
 use std::io::Write;
 
 /// First bytes of an encoded state (the version is part of it).
-const MAGIC: &[u8; 24] = b"bourse-exchange-state-v1";
+const MAGIC: &[u8; 24] = b"bourse-exchange-state-v2";
 /// Last bytes: a state cut short is refused even before the file checksum is looked at.
-const END: &[u8; 8] = b"end-v1\0\0";
-/// A token table entry: the token, routed or not, the symbol.
-const TOKEN_ENTRY_BYTES: usize = 14 + 1 + 2;
+const END: &[u8; 8] = b"end-v2\0\0";
 
 /// A state that cannot be restored: bytes of another venue, damaged or cut short.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,22 +96,15 @@ pub(crate) fn save(
         w.u8(u8::from(front.blocked[account]))?;
         w.u64(executed)?;
     }
-    // Token tables in slot order, walked in place.
+    // Token tables as their slot arrays lie in memory: one write each.
     for table in &front.tokens {
-        w.u32(table.len() as u32)?;
-        for (token, state) in table.entries_in_slot_order() {
-            // One write per entry: the table is the bulk of a day's state.
-            let (routed, symbol) = match state {
-                TokenState::Unrouted => (0u8, 0u16),
-                TokenState::Routed(symbol) => (1, symbol),
-                TokenState::Pending(_) | TokenState::Void => unreachable!("settled, filtered"),
-            };
-            let mut entry = [0u8; TOKEN_ENTRY_BYTES];
-            entry[..14].copy_from_slice(&token.0);
-            entry[14] = routed;
-            entry[15..].copy_from_slice(&symbol.to_le_bytes());
-            w.bytes(&entry)?;
+        let (entries, free) = table.image();
+        w.u32((entries.len() / ENTRY_BYTES) as u32)?;
+        w.u32(free.len() as u32)?;
+        for &slot in free {
+            w.u32(slot)?;
         }
+        w.bytes(entries)?;
     }
     for symbol in 0..front.halted.len() as u16 {
         let orders = saved_orders(shards, merge, symbol);
@@ -203,26 +198,21 @@ pub(crate) fn restore(
             return bad("shares executed by an account without limits");
         }
     }
+    // Working memory of the index rebuilds, kept from one table to the next.
+    let mut scratch = Vec::new();
     for account in 0..accounts {
         let count = r.u32()? as usize;
+        let free_count = r.u32()? as usize;
         let table = &mut front.tokens[account];
-        if count > table.limit() {
+        if count > table.limit() || free_count > count {
             return bad(format!(
                 "account {account}: more tokens than its table holds"
             ));
         }
-        for _ in 0..count {
-            let token = Alpha(r.array::<14>()?);
-            let state = match (r.u8()?, r.u16()?) {
-                (0, _) => TokenState::Unrouted,
-                (1, symbol) if (symbol as usize) < symbols => TokenState::Routed(symbol),
-                _ => return bad("token state out of range"),
-            };
-            if table.insert_restored(token, state).is_none() {
-                return bad(format!(
-                    "account {account}: token table full or token twice"
-                ));
-            }
+        let (free, _) = r.take(free_count * 4)?.as_chunks::<4>();
+        let entries = r.take(count * ENTRY_BYTES)?;
+        if let Err(e) = table.restore_image(entries, free, symbols, &mut scratch) {
+            return bad(format!("account {account}: {e}"));
         }
     }
     for symbol in 0..symbols as u16 {

@@ -3,19 +3,27 @@
 //!
 //! A token stays in the table for the whole day, live or not, because a reused token must be
 //! ignored (benign resend, PROTOCOLS.md 2.6). Each token gets a **slot**, its position in a
-//! fixed array of (token, state); the shard indexes its live orders by slot, so a Cancel or a
-//! Replace hashes the token once, here. A Replace's replacement token is recorded *pending*
-//! until its shard says whether the replace consumed it; one that was not consumed is
-//! *voided*: it leaves the hash index and its slot is reused by the next token.
+//! fixed array of [`Entry`] (token, state); the shard indexes its live orders by slot, so a
+//! Cancel or a Replace hashes the token once, here. A Replace's replacement token is recorded
+//! *pending* until its shard says whether the replace consumed it; one that was not consumed
+//! is *voided*: it leaves the hash index and its slot is reused by the next token.
 //!
 //! Both are sized once from the configured limit and never grow. A token is hashed once per
 //! lookup, by reading its 14 bytes as two overlapping words folded through one 128-bit
 //! multiply (foldhash's mixer) with a fixed seed: a dozen instructions, deterministic (outputs
 //! never depend on table order; the digest sorts). Tables are per account, so an account that
 //! chooses colliding tokens slows only its own lookups.
+//!
+//! The **index** is open addressing with linear probing over a power-of-two array of `u64`
+//! buckets, at most 3/4 full: a bucket holds the slot (plus one; 0 is empty) and the hash's
+//! high 32 bits, so a probe compares the tag before it reads the slot array (one cache line
+//! for a miss, the common case: every new order's token). A voided token leaves by backward
+//! shift, so no tombstones accumulate. The slot array is plain `#[repr(C)]` data: a state
+//! snapshot writes it as it is in memory and a restore copies it back in one go
+//! ([`TokenTable::image`], [`TokenTable::restore_image`]), rebuilding the index in one pass
+//! with prefetching instead of a lookup and an insert per token.
 
 use crate::types::Token;
-use hashbrown::HashTable;
 
 /// Fixed seeds: the core reads no randomness.
 const SEED_LOW: u64 = 0x626f_7572_7365_2131;
@@ -31,7 +39,7 @@ pub(crate) fn token_hash(token: &Token) -> u64 {
     (full as u64) ^ ((full >> 64) as u64)
 }
 
-/// A lookup that missed: where the token would go, and its hash to insert it with.
+/// A lookup that missed: the token's hash, to insert it with.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Vacant {
     hash: u64,
@@ -50,11 +58,97 @@ pub(crate) enum TokenState {
     Void,
 }
 
+const CODE_UNROUTED: u16 = 0;
+const CODE_ROUTED: u16 = 1;
+const CODE_PENDING: u16 = 2;
+const CODE_VOID: u16 = 3;
+/// Marks a free-list slot while a restore checks the list (never left in a table).
+const CODE_LISTED: u16 = 4;
+
+/// One slot of the array, as it lies in memory and in a state snapshot (little-endian):
+/// the token's 14 bytes, the state's code, its symbol (0 when it has none). `#[repr(C)]` of
+/// byte arrays and `u16`s: 18 bytes, no padding, every bit pattern a value (a restore checks
+/// the codes and symbols).
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Entry {
+    token: [u8; 14],
+    code: u16,
+    symbol: u16,
+}
+
+/// Bytes of one [`Entry`] in memory and in a snapshot.
+pub(crate) const ENTRY_BYTES: usize = 18;
+const _: () = assert!(std::mem::size_of::<Entry>() == ENTRY_BYTES);
+const _: () = assert!(std::mem::align_of::<Entry>() == 2);
+// The snapshot image is the memory layout: little-endian `u16`s.
+const _: () = assert!(cfg!(target_endian = "little"));
+
+impl Entry {
+    #[inline]
+    fn new(token: Token, state: TokenState) -> Entry {
+        let (code, symbol) = match state {
+            TokenState::Unrouted => (CODE_UNROUTED, 0),
+            TokenState::Routed(symbol) => (CODE_ROUTED, symbol),
+            TokenState::Pending(symbol) => (CODE_PENDING, symbol),
+            TokenState::Void => (CODE_VOID, 0),
+        };
+        Entry {
+            token: token.0,
+            code,
+            symbol,
+        }
+    }
+
+    #[inline]
+    fn token(&self) -> Token {
+        crate::types::Alpha(self.token)
+    }
+
+    #[inline]
+    fn state(&self) -> TokenState {
+        match self.code {
+            CODE_UNROUTED => TokenState::Unrouted,
+            CODE_ROUTED => TokenState::Routed(self.symbol),
+            CODE_PENDING => TokenState::Pending(self.symbol),
+            _ => TokenState::Void,
+        }
+    }
+}
+
+/// Bucket value: the hash's high half above, the slot plus one below (0: empty).
+#[inline]
+fn bucket_of(hash: u64, slot: u32) -> u64 {
+    (hash & TAG_MASK) | (u64::from(slot) + 1)
+}
+
+const TAG_MASK: u64 = 0xffff_ffff_0000_0000;
+
+#[inline]
+fn slot_in(bucket: u64) -> u32 {
+    (bucket as u32).wrapping_sub(1)
+}
+
+/// Buckets for `limit` tokens: a power of two at least 4/3 of it (the index is at most 3/4
+/// full, where linear probing's expected miss is ~8.5 buckets, two cache lines).
+fn bucket_count(limit: usize) -> usize {
+    (limit + limit.div_ceil(3)).next_power_of_two().max(8)
+}
+
+/// A large index is rebuilt one range of this many buckets at a time (512 KiB: within the
+/// L2 cache and the TLB's reach), its tokens sorted into ranges by home bucket first: random
+/// writes over a table of hundreds of megabytes cost a TLB and a cache miss each.
+const REBUILD_RANGE_BUCKETS: usize = 1 << 16;
+/// Arrays up to this size are prefaulted by writing them (see [`TokenTable::prefault`]).
+const FILL_BYTES_MAX: usize = 1 << 20;
+
 pub(crate) struct TokenTable {
-    /// Slot numbers, hashed by their token.
-    index: HashTable<u32>,
+    /// Slot numbers tagged with their token's hash (see the module docs).
+    buckets: Vec<u64>,
+    /// `buckets.len() - 1`.
+    mask: usize,
     /// Slot -> (token, state).
-    entries: Vec<(Token, TokenState)>,
+    entries: Vec<Entry>,
     /// Slots of voided tokens, reused before new ones (at most the pending count).
     free: Vec<u32>,
     limit: usize,
@@ -62,9 +156,12 @@ pub(crate) struct TokenTable {
 
 impl TokenTable {
     pub fn new(limit: u32) -> Self {
+        assert!(limit < u32::MAX, "a slot plus one fits a bucket's u32");
         let limit = limit as usize;
+        let buckets = bucket_count(limit);
         let mut table = TokenTable {
-            index: HashTable::with_capacity(limit),
+            buckets: Vec::with_capacity(buckets),
+            mask: buckets - 1,
             entries: Vec::with_capacity(limit),
             free: Vec::with_capacity(limit),
             limit,
@@ -73,24 +170,35 @@ impl TokenTable {
         table
     }
 
-    /// Touch every page now, so the first day's inserts take no page faults.
+    /// Make every page resident now, so the first day's inserts take no page faults. Arrays
+    /// small enough to stay in the cache are written whole (the day starts from the cache);
+    /// larger ones are populated by the kernel in one call, which is what their first writes
+    /// would otherwise pay for (a fault a page), without writing them once more (a restore
+    /// writes them next).
     fn prefault(&mut self) {
-        let spread = |s: u32| u64::from(s).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        for slot in 0..self.limit as u32 {
-            self.index.insert_unique(spread(slot), slot, |&s| spread(s));
+        let buckets = self.mask + 1;
+        if buckets * 8 <= FILL_BYTES_MAX {
+            self.buckets.resize(buckets, 0);
+        } else {
+            // Zeroed by the allocator (untouched pages), then populated: still zero.
+            self.buckets = vec![0; buckets];
+            populate(self.buckets.as_mut_ptr().cast(), buckets * 8);
         }
-        self.index.clear();
-        self.entries
-            .resize(self.limit, (Token::SPACES, TokenState::Void));
-        self.entries.clear();
-        self.free.resize(self.limit, 0);
-        self.free.clear();
-    }
-
-    /// The slot of a token used today.
-    #[inline]
-    pub fn find(&self, token: &Token) -> Option<u32> {
-        self.lookup(token).ok().map(|(slot, _)| slot)
+        if self.limit * ENTRY_BYTES <= FILL_BYTES_MAX {
+            let (token, code, symbol) = ([0; 14], CODE_VOID, 0);
+            let void = Entry {
+                token,
+                code,
+                symbol,
+            };
+            self.entries.resize(self.limit, void);
+            self.entries.clear();
+            self.free.resize(self.limit, 0);
+            self.free.clear();
+        } else {
+            populate(self.entries.as_mut_ptr().cast(), self.limit * ENTRY_BYTES);
+            populate(self.free.as_mut_ptr().cast(), self.limit * 4);
+        }
     }
 
     #[inline]
@@ -102,14 +210,38 @@ impl TokenTable {
     #[inline]
     pub fn lookup(&self, token: &Token) -> Result<(u32, TokenState), Vacant> {
         let hash = token_hash(token);
-        let entries = &self.entries;
-        match self
-            .index
-            .find(hash, |&slot| entries[slot as usize].0 == *token)
-        {
-            Some(&slot) => Ok((slot, entries[slot as usize].1)),
-            None => Err(Vacant { hash }),
+        match self.position(hash, token) {
+            Ok(at) => {
+                let slot = slot_in(self.buckets[at]);
+                Ok((slot, self.entries[slot as usize].state()))
+            }
+            Err(_) => Err(Vacant { hash }),
         }
+    }
+
+    /// The bucket holding `token` (`Ok`), or the first empty one on its probe path (`Err`).
+    #[inline]
+    fn position(&self, hash: u64, token: &Token) -> Result<usize, usize> {
+        let tag = hash & TAG_MASK;
+        let mut at = hash as usize & self.mask;
+        // Bounded: the index always has an empty bucket (at most 3/4 full).
+        for _ in 0..=self.mask {
+            let bucket = self.buckets[at];
+            if bucket == 0 {
+                return Err(at);
+            }
+            // `get`: a restored index never sends a lookup out of bounds (see `restore_image`).
+            if bucket & TAG_MASK == tag
+                && self
+                    .entries
+                    .get(slot_in(bucket) as usize)
+                    .is_some_and(|e| e.token == token.0)
+            {
+                return Ok(at);
+            }
+            at = (at + 1) & self.mask;
+        }
+        unreachable!("the token index is never full");
     }
 
     /// Tokens recorded (pending ones included).
@@ -148,75 +280,96 @@ impl TokenTable {
         assert!(!self.is_full(), "token table full (caller must check)");
         assert!(state != TokenState::Void);
         debug_assert_eq!(vacant.hash, token_hash(&token));
-        debug_assert!(self.find(&token).is_none(), "token recorded twice");
+        let Err(at) = self.position(vacant.hash, &token) else {
+            panic!("token recorded twice");
+        };
         let slot = match self.free.pop() {
             Some(slot) => {
-                self.entries[slot as usize] = (token, state);
+                self.entries[slot as usize] = Entry::new(token, state);
                 slot
             }
             None => {
-                self.entries.push((token, state));
+                // Never reallocates: reserved for `limit` slots.
+                self.entries.push(Entry::new(token, state));
                 self.entries.len() as u32 - 1
             }
         };
-        let entries = &self.entries;
-        // Never rehashes: the index was reserved for `limit` slots.
-        self.index
-            .insert_unique(vacant.hash, slot, |&s| token_hash(&entries[s as usize].0));
+        self.buckets[at] = bucket_of(vacant.hash, slot);
         slot
     }
 
     #[cfg(test)]
     pub fn token(&self, slot: u32) -> Token {
-        self.entries[slot as usize].0
+        self.entries[slot as usize].token()
     }
 
     #[inline]
     pub fn state(&self, slot: u32) -> TokenState {
-        self.entries[slot as usize].1
+        self.entries[slot as usize].state()
     }
 
     #[inline]
     pub fn set(&mut self, slot: u32, state: TokenState) {
         assert!(state != TokenState::Void, "void through `void`");
-        self.entries[slot as usize].1 = state;
+        let entry = &mut self.entries[slot as usize];
+        *entry = Entry::new(entry.token(), state);
     }
 
     /// Forget a pending token that was not consumed: it leaves the index, its slot is reused.
     pub fn void(&mut self, slot: u32) {
-        let (token, state) = self.entries[slot as usize];
+        let entry = self.entries[slot as usize];
         assert!(
-            matches!(state, TokenState::Pending(_)),
+            matches!(entry.state(), TokenState::Pending(_)),
             "voiding a used token"
         );
-        let entries = &self.entries;
-        let found = self
-            .index
-            .find_entry(token_hash(&token), |&s| entries[s as usize].0 == token)
+        let at = self
+            .position(token_hash(&entry.token()), &entry.token())
             .expect("a pending token is in the index");
-        found.remove();
-        self.entries[slot as usize].1 = TokenState::Void;
+        self.remove_at(at);
+        self.entries[slot as usize] = Entry {
+            code: CODE_VOID,
+            symbol: 0,
+            ..entry
+        };
         assert!(self.free.len() < self.free.capacity(), "free slots bounded");
         self.free.push(slot);
+    }
+
+    /// Empty bucket `hole` and shift back the buckets after it that may move (linear
+    /// probing's deletion: every token stays reachable from its home bucket, no tombstone).
+    fn remove_at(&mut self, mut hole: usize) {
+        self.buckets[hole] = 0;
+        let mut at = hole;
+        // Bounded: the index always has an empty bucket, which ends the run.
+        for _ in 0..self.mask {
+            at = (at + 1) & self.mask;
+            let bucket = self.buckets[at];
+            if bucket == 0 {
+                return;
+            }
+            let token = self.entries[slot_in(bucket) as usize].token();
+            let home = token_hash(&token) as usize & self.mask;
+            // It may move into the hole if the hole lies on its path from its home.
+            if (at.wrapping_sub(home) & self.mask) >= (at.wrapping_sub(hole) & self.mask) {
+                self.buckets[hole] = bucket;
+                self.buckets[at] = 0;
+                hole = at;
+            }
+        }
     }
 
     /// Recorded entries with their slots, in an order independent of hashing (for the state
     /// digest; allocates).
     pub fn sorted_entries(&self) -> Vec<(u32, Token, TokenState)> {
-        let mut entries: Vec<_> = (0..self.entries.len() as u32)
-            .map(|slot| (slot, self.entries[slot as usize].0, self.state(slot)))
-            .filter(|e| e.2 != TokenState::Void)
-            .collect();
-        entries.sort_by_key(|e| e.1);
+        let mut entries = Vec::with_capacity(self.len());
+        entries.extend(
+            (0..self.entries.len() as u32)
+                .map(|slot| (slot, self.entries[slot as usize].token(), self.state(slot)))
+                .filter(|e| e.2 != TokenState::Void),
+        );
+        // Tokens are unique in a table: an unstable sort gives the one order (in place).
+        entries.sort_unstable_by_key(|e| e.1);
         entries
-    }
-
-    /// Recorded entries in slot order (a state snapshot walks them in place).
-    pub fn entries_in_slot_order(&self) -> impl Iterator<Item = (Token, TokenState)> + '_ {
-        self.entries
-            .iter()
-            .copied()
-            .filter(|e| e.1 != TokenState::Void)
     }
 
     /// Tokens the table may hold.
@@ -224,25 +377,197 @@ impl TokenTable {
         self.limit
     }
 
-    /// Record a token of a restored state; `None` if the table is full or already has it
-    /// (bytes that are not a state of this venue).
-    pub fn insert_restored(&mut self, token: Token, state: TokenState) -> Option<u32> {
-        if self.is_full() || state == TokenState::Void || matches!(state, TokenState::Pending(_)) {
-            return None;
+    /// The slot array as it is in memory (voided slots included) and the free list: what a
+    /// state snapshot writes ([`Self::restore_image`] reads it back).
+    pub fn image(&self) -> (&[u8], &[u32]) {
+        let bytes = self.entries.len() * ENTRY_BYTES;
+        // SAFETY: `Entry` is `#[repr(C)]` of byte arrays and `u16`s with no padding (checked
+        // above): every byte of the initialized entries is initialized.
+        let entries = unsafe { std::slice::from_raw_parts(self.entries.as_ptr().cast(), bytes) };
+        (entries, &self.free)
+    }
+
+    /// Fill this fresh table (nothing recorded) from an image ([`Self::image`]'s slot array
+    /// bytes and free list) of a settled table of a venue with `symbols` symbols: the slot
+    /// array is copied in one go and the index rebuilt in one pass. Every entry is checked
+    /// (state codes, symbols, no token twice, the free list naming exactly the voided
+    /// slots): bytes that are no such image are an error, never a panic.
+    /// `scratch` is working memory, kept by the caller across tables.
+    pub fn restore_image(
+        &mut self,
+        entries: &[u8],
+        free: &[[u8; 4]],
+        symbols: usize,
+        scratch: &mut Vec<(u64, u32)>,
+    ) -> Result<(), String> {
+        assert!(
+            self.entries.is_empty() && self.free.is_empty(),
+            "a fresh table"
+        );
+        if !entries.len().is_multiple_of(ENTRY_BYTES) {
+            return Err("a slot array cut short".into());
         }
-        match self.lookup(&token) {
-            Ok(_) => None,
-            Err(vacant) => Some(self.insert_vacant(vacant, token, state)),
+        let count = entries.len() / ENTRY_BYTES;
+        if count > self.limit || free.len() > count {
+            return Err(format!(
+                "{count} slots and {} free for a table of {}",
+                free.len(),
+                self.limit
+            ));
         }
+        // SAFETY: capacity is `limit` >= `count` entries; `Entry` is plain data for which
+        // every byte pattern is a value, and the source holds exactly `count` of them.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                entries.as_ptr(),
+                self.entries.as_mut_ptr().cast::<u8>(),
+                entries.len(),
+            );
+            self.entries.set_len(count);
+        }
+        let restored = self
+            .check_free_list(free)
+            .and_then(|()| self.rebuild_index(symbols, scratch));
+        if restored.is_err() {
+            self.entries.clear();
+            self.free.clear();
+            self.buckets.fill(0);
+        }
+        restored
+    }
+
+    /// Take the free list of an image: each slot voided, each once, every voided slot listed.
+    fn check_free_list(&mut self, free: &[[u8; 4]]) -> Result<(), String> {
+        for bytes in free {
+            let slot = u32::from_le_bytes(*bytes);
+            let entry = self
+                .entries
+                .get_mut(slot as usize)
+                .filter(|e| e.code == CODE_VOID)
+                .ok_or("a free slot that is not a voided one, or listed twice")?;
+            entry.code = CODE_LISTED;
+            self.free.push(slot);
+        }
+        for &slot in &self.free {
+            self.entries[slot as usize].code = CODE_VOID;
+        }
+        Ok(())
+    }
+
+    /// Index every recorded slot, checking its entry: by ranges of the index (see
+    /// [`REBUILD_RANGE_BUCKETS`]), the tokens first counted and then sorted into their
+    /// ranges in `scratch` (hash, slot).
+    fn rebuild_index(
+        &mut self,
+        symbols: usize,
+        scratch: &mut Vec<(u64, u32)>,
+    ) -> Result<(), String> {
+        let ranges = (self.buckets.len() / REBUILD_RANGE_BUCKETS).max(1);
+        let shift = (self.buckets.len() / ranges).trailing_zeros();
+        let range_of = |hash: u64| (hash as usize & self.mask) >> shift;
+        let mut starts = vec![0usize; ranges + 1];
+        let mut voided = 0usize;
+        for (slot, entry) in self.entries.iter().enumerate() {
+            match (entry.code, entry.symbol) {
+                (CODE_UNROUTED, 0) => {}
+                (CODE_ROUTED, symbol) if (symbol as usize) < symbols => {}
+                (CODE_VOID, 0) => {
+                    voided += 1;
+                    continue;
+                }
+                _ => return Err(format!("slot {slot}: a state out of range")),
+            }
+            starts[range_of(token_hash(&entry.token())) + 1] += 1;
+        }
+        if voided != self.free.len() {
+            return Err("voided slots missing from the free list".into());
+        }
+        for range in 0..ranges {
+            starts[range + 1] += starts[range];
+        }
+        scratch.clear();
+        scratch.resize(self.entries.len() - voided, (0, 0));
+        let mut next = starts.clone();
+        for (slot, entry) in self.entries.iter().enumerate() {
+            if entry.code != CODE_VOID {
+                let hash = token_hash(&entry.token());
+                let at = &mut next[range_of(hash)];
+                scratch[*at] = (hash, slot as u32);
+                *at += 1;
+            }
+        }
+        let range_buckets = self.buckets.len() / ranges;
+        for range in 0..ranges {
+            // Read the range once in order first (the hardware prefetches a sequential
+            // read): the writes below then hit the cache instead of missing at random.
+            let first = range * range_buckets;
+            let warm = &self.buckets[first..first + range_buckets];
+            std::hint::black_box(warm.iter().fold(0, |acc, &b| acc | b));
+            for &(hash, slot) in &scratch[starts[range]..starts[range + 1]] {
+                self.place(hash, slot)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Index `slot` (its token hashing to `hash`) in the first empty bucket of its path. The
+    /// slot array is read only when a tag matches (a token twice, or a rare collision), so a
+    /// rebuild by ranges touches nothing else at random.
+    fn place(&mut self, hash: u64, slot: u32) -> Result<(), String> {
+        let tag = hash & TAG_MASK;
+        let mut at = hash as usize & self.mask;
+        // Bounded: the index always has an empty bucket (at most 3/4 full).
+        for _ in 0..=self.mask {
+            let bucket = self.buckets[at];
+            if bucket == 0 {
+                self.buckets[at] = bucket_of(hash, slot);
+                return Ok(());
+            }
+            if bucket & TAG_MASK == tag
+                && self.entries[slot_in(bucket) as usize].token == self.entries[slot as usize].token
+            {
+                return Err(format!("slot {slot}: a token recorded twice"));
+            }
+            at = (at + 1) & self.mask;
+        }
+        Err("the token index is full".into())
     }
 
     pub fn allocated_bytes(&self) -> usize {
-        // Index: one u32 and one control byte per bucket; entries: one (token, state) each;
-        // the free list: one u32 per token.
-        self.index.capacity() * (std::mem::size_of::<u32>() + 1)
-            + self.entries.capacity() * std::mem::size_of::<(Token, TokenState)>()
+        // Index: one u64 per bucket; slot array: one entry per token; free list: one u32.
+        self.buckets.capacity() * std::mem::size_of::<u64>()
+            + self.entries.capacity() * ENTRY_BYTES
             + self.free.capacity() * std::mem::size_of::<u32>()
     }
+}
+
+/// Make the pages of `bytes` bytes at `start` (an allocation of this process) resident and
+/// writable: one `madvise(MADV_POPULATE_WRITE)` for the whole pages (Linux 5.14+; the
+/// kernel allocates and zeroes them without a fault each), a write into each page it could
+/// not do (older kernels) and into the partial pages at either end. Contents are unchanged.
+fn populate(start: *mut u8, bytes: usize) {
+    const PAGE_BYTES: usize = 4096;
+    let touch = |from: usize, to: usize| {
+        for offset in (from..to).step_by(PAGE_BYTES) {
+            // SAFETY: inside the allocation; the byte is read and written back as it is
+            // (volatile: the write is the point), on memory no one else uses yet.
+            unsafe {
+                let at = start.add(offset);
+                at.write_volatile(at.read_volatile());
+            }
+        }
+    };
+    let head = start.align_offset(PAGE_BYTES).min(bytes);
+    let whole = (bytes - head) / PAGE_BYTES * PAGE_BYTES;
+    // SAFETY: a page-aligned range inside the allocation; MADV_POPULATE_WRITE only faults
+    // pages in (as a write would), it changes no contents.
+    let populated = whole > 0
+        && unsafe { libc::madvise(start.add(head).cast(), whole, libc::MADV_POPULATE_WRITE) } == 0;
+    if !populated {
+        touch(head, head + whole);
+    }
+    touch(0, head);
+    touch(head + whole, bytes);
 }
 
 #[cfg(test)]
@@ -286,5 +611,173 @@ mod tests {
         assert_eq!(q, p, "slot reused");
         assert_eq!(t.get(&tok("q")), Some((q, TokenState::Routed(0))));
         assert_eq!(t.sorted_entries().len(), 2);
+    }
+
+    /// Tokens that all hash into a few home buckets of a small table (long probe runs).
+    fn crowded(n: u32) -> Vec<Token> {
+        let mask = bucket_count(64) - 1;
+        (0..100_000u32)
+            .map(|i| tok(&format!("T{i}")))
+            .filter(|t| (token_hash(t) as usize & mask) < 3)
+            .take(n as usize)
+            .collect()
+    }
+
+    #[test]
+    fn voiding_inside_probe_runs_keeps_every_other_token_reachable() {
+        let tokens = crowded(40);
+        assert_eq!(tokens.len(), 40);
+        let mut t = TokenTable::new(64);
+        let slots: Vec<u32> = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| {
+                let state = if i % 3 == 0 {
+                    TokenState::Pending(0)
+                } else {
+                    TokenState::Routed(0)
+                };
+                t.insert(k, state)
+            })
+            .collect();
+        for (i, &slot) in slots.iter().enumerate() {
+            if i % 3 == 0 {
+                t.void(slot);
+            }
+        }
+        for (i, k) in tokens.iter().enumerate() {
+            let expected = (i % 3 != 0).then_some((slots[i], TokenState::Routed(0)));
+            assert_eq!(t.get(k), expected, "token {i}");
+        }
+        // Voided slots are reused; the new tokens are found too.
+        let again = crowded(60);
+        for &k in &again[40..] {
+            t.insert(k, TokenState::Unrouted);
+        }
+        for &k in &again[40..] {
+            assert_eq!(t.get(&k).map(|e| e.1), Some(TokenState::Unrouted));
+        }
+        assert_eq!(t.len(), 40 - 14 + 20);
+    }
+
+    /// A table with routed, unrouted and voided slots, and its image.
+    fn sample_table() -> TokenTable {
+        let mut t = TokenTable::new(64);
+        for i in 0..30u16 {
+            let state = match i % 4 {
+                0 => TokenState::Unrouted,
+                1 => TokenState::Pending(1),
+                _ => TokenState::Routed(i % 3),
+            };
+            t.insert(tok(&format!("K{i}")), state);
+        }
+        for slot in (1..30).step_by(8) {
+            t.void(slot);
+        }
+        for slot in (5..30).step_by(8) {
+            t.set(slot, TokenState::Routed(2));
+        }
+        t
+    }
+
+    fn restored(t: &TokenTable) -> Result<TokenTable, String> {
+        let (entries, free) = t.image();
+        let free_bytes: Vec<[u8; 4]> = free.iter().map(|s| s.to_le_bytes()).collect();
+        let mut back = TokenTable::new(64);
+        back.restore_image(entries, &free_bytes, 3, &mut Vec::new())
+            .map(|()| back)
+    }
+
+    #[test]
+    fn an_image_restores_the_same_table() {
+        let t = sample_table();
+        let back = restored(&t).expect("restores");
+        assert_eq!(back.sorted_entries(), t.sorted_entries());
+        assert_eq!((back.len(), back.next_slot()), (t.len(), t.next_slot()));
+        for i in 0..30u16 {
+            let k = tok(&format!("K{i}"));
+            assert_eq!(back.get(&k), t.get(&k), "K{i}");
+        }
+        let (a, b) = (t.image(), back.image());
+        assert_eq!((a.0, a.1), (b.0, b.1), "byte for byte");
+    }
+
+    #[test]
+    fn a_damaged_image_is_refused_and_leaves_the_table_empty() {
+        let t = sample_table();
+        let (entries, free) = t.image();
+        let free_bytes: Vec<[u8; 4]> = free.iter().map(|s| s.to_le_bytes()).collect();
+        let try_with = |entries: &[u8], free: &[[u8; 4]]| {
+            let mut back = TokenTable::new(64);
+            let outcome = back.restore_image(entries, free, 3, &mut Vec::new());
+            if outcome.is_err() {
+                assert_eq!((back.len(), back.next_slot()), (0, 0));
+            }
+            outcome
+        };
+        // A pending token (a state taken unsettled), a symbol out of range, a token twice.
+        let mut pending = entries.to_vec();
+        pending[ENTRY_BYTES + 14] = CODE_PENDING as u8;
+        pending[ENTRY_BYTES + 14 + 1] = 0;
+        assert!(try_with(&pending, &free_bytes).is_err());
+        let mut symbol = entries.to_vec();
+        symbol[2 * ENTRY_BYTES + 16] = 9;
+        assert!(try_with(&symbol, &free_bytes).is_err());
+        let mut twice = entries.to_vec();
+        twice.copy_within(2 * ENTRY_BYTES..2 * ENTRY_BYTES + 14, 3 * ENTRY_BYTES);
+        assert!(try_with(&twice, &free_bytes).unwrap_err().contains("twice"));
+        // A free list naming a used slot, a voided slot twice, or missing one.
+        assert!(try_with(entries, &[[0; 4]]).is_err());
+        let doubled: Vec<[u8; 4]> = [free_bytes[0], free_bytes[0]].to_vec();
+        assert!(try_with(entries, &doubled).is_err());
+        assert!(try_with(entries, &free_bytes[1..]).is_err());
+        // Cut short, or more slots than the table holds.
+        assert!(try_with(&entries[..entries.len() - 1], &free_bytes).is_err());
+        assert!(try_with(&vec![0; 65 * ENTRY_BYTES], &[]).is_err());
+        // Every single changed byte: refused or restored, never a panic.
+        for at in 0..entries.len() {
+            let mut changed = entries.to_vec();
+            changed[at] ^= 0x41;
+            let _ = try_with(&changed, &free_bytes);
+        }
+        assert!(try_with(entries, &free_bytes).is_ok());
+    }
+
+    /// A table large enough to be populated by the kernel and rebuilt by ranges.
+    #[test]
+    fn a_large_image_is_rebuilt_by_ranges_to_the_same_table() {
+        let limit = 100_000;
+        assert!(bucket_count(limit as usize) > 2 * REBUILD_RANGE_BUCKETS);
+        assert!(limit as usize * ENTRY_BYTES > FILL_BYTES_MAX);
+        let mut t = TokenTable::new(limit);
+        let tokens: Vec<Token> = (0..70_000).map(|i| tok(&format!("L{i}"))).collect();
+        for (i, &k) in tokens.iter().enumerate() {
+            let state = match i % 5 {
+                0 => TokenState::Pending(0),
+                1 => TokenState::Unrouted,
+                _ => TokenState::Routed((i % 3) as u16),
+            };
+            t.insert(k, state);
+        }
+        for slot in (0..70_000).step_by(5) {
+            t.void(slot);
+        }
+        let (entries, free) = t.image();
+        let free_bytes: Vec<[u8; 4]> = free.iter().map(|s| s.to_le_bytes()).collect();
+        let mut back = TokenTable::new(limit);
+        let mut scratch = Vec::new();
+        back.restore_image(entries, &free_bytes, 3, &mut scratch)
+            .expect("restores");
+        for (i, k) in tokens.iter().enumerate() {
+            assert_eq!(back.get(k), t.get(k), "L{i}");
+        }
+        assert_eq!((back.len(), back.next_slot()), (t.len(), t.next_slot()));
+        // A token twice in different ranges' worth of slots is found.
+        let mut twice = entries.to_vec();
+        let (a, b) = (ENTRY_BYTES, 60_001 * ENTRY_BYTES);
+        twice.copy_within(a..a + 14, b);
+        let mut again = TokenTable::new(limit);
+        let refused = again.restore_image(&twice, &free_bytes, 3, &mut scratch);
+        assert!(refused.unwrap_err().contains("twice"));
     }
 }

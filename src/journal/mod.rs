@@ -81,7 +81,9 @@ pub use error::JournalError;
 pub use manifest::ManifestState;
 pub use reader::JournalReader;
 pub use record::Record;
-pub use recovery::{RecoveryReport, TornTail, truncate_after, truncate_corrupt_tail, verify};
+pub use recovery::{
+    RecoveryReport, TornTail, truncate_after, truncate_corrupt_tail, verify, verify_vouched,
+};
 pub use writer::JournalWriter;
 
 use record::{RECORD_HEADER_BYTES, SEAL_BYTES, record_span_bytes};

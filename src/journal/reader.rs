@@ -2,6 +2,7 @@
 //! up with a live writer across segment rotations. No allocation per record.
 
 use std::fs::File;
+use std::ops::RangeInclusive;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -62,11 +63,12 @@ pub struct JournalReader {
     offset_bytes: u64,
     /// Sequence number of the record at `offset_bytes`.
     next_seq: u64,
-    /// Records below this are skipped.
+    /// Records below this are skipped (walked by their lengths and numbers: their checksums
+    /// are not computed, as they are not read).
     from_seq: u64,
-    /// Records up to this one were checked by a scan of this process: their checksums are
-    /// not computed again (see [`Self::trust_through`]).
-    trusted_through: u64,
+    /// Records in this range were checked by a scan of this process: their checksums are not
+    /// computed again (see [`Self::trust`]).
+    trusted: RangeInclusive<u64>,
 }
 
 /// Position of a found record inside the current mapping (no borrow held while advancing).
@@ -122,7 +124,8 @@ impl JournalReader {
             offset_bytes: HEADER_BYTES,
             next_seq,
             from_seq,
-            trusted_through: 0,
+            // Nothing trusted (an empty range).
+            trusted: RangeInclusive::new(1, 0),
         })
     }
 
@@ -131,7 +134,13 @@ impl JournalReader {
     /// record is never written again. Replay then reads each record's checksum once, not
     /// twice. Lengths, ranges and sequence numbers are still checked.
     pub fn trust_through(&mut self, seq: u64) {
-        self.trusted_through = seq;
+        self.trust(1..=seq);
+    }
+
+    /// [`Self::trust_through`] for the records of `seqs` only: those a scan vouched for by a
+    /// snapshot checked ([`super::verify_vouched`]: from its `vouched_through` + 1 on).
+    pub fn trust(&mut self, seqs: RangeInclusive<u64>) {
+        self.trusted = seqs;
     }
 
     /// The next record, or `Ok(None)` at the (live) end of the journal.
@@ -186,7 +195,8 @@ impl JournalReader {
     fn advance(&mut self) -> Result<Option<Found>, JournalError> {
         for _ in 0..SLOTS_PER_CALL_LIMIT {
             let segment = &self.segment;
-            let check_crc = self.next_seq > self.trusted_through;
+            let check_crc =
+                self.next_seq >= self.from_seq && !self.trusted.contains(&self.next_seq);
             match read_slot_checked(
                 segment.bytes,
                 self.offset_bytes,

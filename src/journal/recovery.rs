@@ -20,6 +20,20 @@
 //!   [`JournalError::MissingSegment`].
 //! - A last file whose header is blank (all zero) and whose body is zero is the writer's
 //!   preallocated spare: ignored by `verify`, removed by the writer on open.
+//!
+//! **Records vouched for by a state snapshot** ([`verify_vouched`],
+//! [`super::JournalWriter::open_or_create_vouched`]): a restart from a snapshot after record
+//! `s` needs records `1..s` only to be where the snapshot says they end, not read. Such a scan
+//! checks every header as above; a segment that ends before record `s` is checked from its
+//! end only (its seal, and its last record found backwards from the seal: checksum and
+//! sequence number, which the next header's first sequence number must continue); in the
+//! segment holding record `s` the records before it are walked by their lengths and sequence
+//! numbers without checksums; record `s` and everything after it are checked exactly as
+//! above (torn tail included). Anything unexpected before record `s` (a missing seal, a walk
+//! that ends early, a journal that ends before `s`) makes it a full scan instead, so the
+//! report and every refusal are the full scan's whenever the shortcut cannot vouch for them.
+//! What it does not see: a checksum failure inside records `1..s` (their effect is in the
+//! snapshot's state; a reader that reads them later, e.g. a full replay, checks each one).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -28,7 +42,8 @@ use super::JournalError;
 use super::manifest::{self, ManifestState};
 use super::reader::Mapped;
 use super::record::{
-    RECORD_ALIGN_BYTES, SEAL_BYTES, SEAL_WORD, Slot, read_slot, record_span_bytes, write_seal,
+    RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES, SEAL_BYTES, SEAL_WORD, Slot, read_slot,
+    read_slot_checked, record_span_bytes, write_seal,
 };
 use super::segment::{
     self, HEADER_BYTES, HeaderState, MappedSegment, SegmentHeader, corrupt, list_segments,
@@ -71,6 +86,9 @@ pub struct RecoveryReport {
     /// Damage to durable data that recovery accepted and cut only because the operator asked
     /// for it ([`truncate_corrupt_tail`]): the one-line refusal each would have been.
     pub accepted_damage: Vec<String>,
+    /// Records `1..=this` were vouched for by a snapshot and their checksums not read (see
+    /// the module docs); 0 when the scan checked every record.
+    pub vouched_through: u64,
 }
 
 /// A partial or checksum-failing record at the very end of the data.
@@ -104,7 +122,15 @@ pub(crate) struct JournalScan {
 /// Read-only check of a journal directory, for the inspector tool and tests. Nothing is
 /// changed: a torn tail is reported, not cut.
 pub fn verify(dir: &Path) -> Result<RecoveryReport, JournalError> {
-    let scan = scan_journal(dir, false, false)?;
+    verify_vouched(dir, 0)
+}
+
+/// [`verify`] of a journal whose records before `vouched_seq` are vouched for by a state
+/// snapshot after record `vouched_seq` (0: none): only their boundaries are checked (see the
+/// module docs). Falls back to the full check, whose report and refusals it then gives,
+/// whenever it cannot vouch for them; `vouched_through` says which it was.
+pub fn verify_vouched(dir: &Path, vouched_seq: u64) -> Result<RecoveryReport, JournalError> {
+    let scan = scan_journal(dir, false, false, vouched_seq)?;
     if scan.tail.is_none() {
         return Err(JournalError::EmptyJournal {
             path: dir.to_path_buf(),
@@ -116,12 +142,40 @@ pub fn verify(dir: &Path) -> Result<RecoveryReport, JournalError> {
 /// Scan every segment. `sync_files` fsyncs each segment as it goes (the writer does, so the
 /// recovered records are on disk before it reports them durable). `accept_damage` turns the
 /// refusals of a damaged tail (durable records corrupt or missing, a missing last segment)
-/// into cuts, listed in the report's `accepted_damage`.
+/// into cuts, listed in the report's `accepted_damage`. `vouched_seq` > 0: a snapshot after
+/// that record vouches for the records before it (see the module docs); the scan is then the
+/// full one's whenever the shortcut does not conclude.
 pub(crate) fn scan_journal(
     dir: &Path,
     sync_files: bool,
     accept_damage: bool,
+    vouched_seq: u64,
 ) -> Result<JournalScan, JournalError> {
+    if vouched_seq > 1 && !accept_damage {
+        match scan_segments(dir, sync_files, false, vouched_seq) {
+            Ok(Some(scan)) => return Ok(scan),
+            Ok(None) => tracing::warn!(
+                vouched_seq,
+                "journal: the records before the snapshot's do not end where it says: checking every record"
+            ),
+            // The full scan says it again, exactly (or succeeds: a refusal it would not make).
+            Err(error) => {
+                tracing::debug!("journal: vouched scan refused ({error}): checking every record")
+            }
+        }
+    }
+    let scan = scan_segments(dir, sync_files, accept_damage, 0)?;
+    Ok(scan.expect("a full scan concludes or refuses"))
+}
+
+/// [`scan_journal`] with `vouched_seq` (0: none). `Ok(None)`: the records before
+/// `vouched_seq` are not as a snapshot after it needs (only with `vouched_seq` > 0).
+fn scan_segments(
+    dir: &Path,
+    sync_files: bool,
+    accept_damage: bool,
+    vouched_seq: u64,
+) -> Result<Option<JournalScan>, JournalError> {
     // The marks first: a live writer raises them only after the records exist, so marks read
     // before the segments never claim more than the scan will find.
     let manifest = manifest::read(dir)?;
@@ -138,8 +192,10 @@ pub(crate) fn scan_journal(
     }
     // Headers first, so a foreign or mismatched file is named before any record problem.
     let segment_count = segments.len();
+    let mut first_seqs = Vec::with_capacity(segment_count);
     for (position, (_, path)) in segments.iter().enumerate() {
-        check_header_bytes(path, position + 1 == segment_count)?;
+        let header = check_header_bytes(path, position + 1 == segment_count)?;
+        first_seqs.push(header.map(|h| h.first_seq));
     }
     let mut report = RecoveryReport {
         spare_segment: spare_path.is_some(),
@@ -178,12 +234,36 @@ pub(crate) fn scan_journal(
         }
         let is_last = is_last_file
             || (position + 2 == segment_count && next_is_blank(dir, segment_index + 1)?);
+        // The next segment starts at or before the vouched record: this one is checked from
+        // its end only.
+        let next_first_seq = first_seqs.get(position + 1).copied().flatten();
+        if vouched_seq > 0
+            && !is_last
+            && let Some(next_first_seq) = next_first_seq.filter(|&n| n <= vouched_seq)
+        {
+            let Some(end) = sealed_end(map, &header, next_first_seq) else {
+                return Ok(None);
+            };
+            report.records += next_first_seq - header.first_seq;
+            report.last_seq = next_first_seq - 1;
+            report.last_timestamp = end.last_timestamp;
+            report.segments += 1;
+            report.data_bytes += end.end_offset_bytes;
+            tail = Some(TailPosition {
+                segment_index,
+                path,
+                end_offset_bytes: end.end_offset_bytes,
+                sealed: true,
+            });
+            continue;
+        }
         let end = scan_segment(
             &path,
             map,
             &header,
             report.last_seq + 1,
             is_last,
+            vouched_seq,
             &mut report,
         )?;
         report.segments += 1;
@@ -199,13 +279,62 @@ pub(crate) fn scan_journal(
             sealed: end.sealed,
         });
     }
+    if vouched_seq > 0 {
+        // The vouched record itself was checked; the journal may not end before it.
+        if report.last_seq < vouched_seq {
+            return Ok(None);
+        }
+        report.vouched_through = vouched_seq - 1;
+    }
     check_end(dir, &tail, spare_path.is_some(), accept_damage, &mut report)?;
-    Ok(JournalScan {
+    Ok(Some(JournalScan {
         report,
         tail,
         spare_path,
         missing_seals,
-    })
+    }))
+}
+
+/// Where a full segment's data ends, found from its end: the last non-zero word must be its
+/// seal, right after a whole record (checksum checked) numbered `next_first_seq - 1`, the
+/// record before the next segment's first. `None` if not so (a missing seal, damage): the
+/// caller then checks every record.
+fn sealed_end(map: SharedBytes, header: &SegmentHeader, next_first_seq: u64) -> Option<SegmentEnd> {
+    let last_seq = next_first_seq.checked_sub(1)?;
+    if last_seq < header.first_seq {
+        return None; // a sealed segment holds at least one record
+    }
+    let last_nonzero = last_nonzero(map, HEADER_BYTES)?;
+    let seal_offset_bytes = last_nonzero / RECORD_ALIGN_BYTES * RECORD_ALIGN_BYTES;
+    if last_nonzero >= seal_offset_bytes + 4
+        || seal_offset_bytes + SEAL_BYTES > map.len() as u64
+        || map.load_u32_acquire(seal_offset_bytes as usize) != SEAL_WORD
+    {
+        return None;
+    }
+    // The record ending at the seal starts at most the largest record's span before it.
+    let span_max_bytes = record_span_bytes(header.max_payload_bytes as u64);
+    let mut span_bytes = RECORD_HEADER_BYTES;
+    while span_bytes <= span_max_bytes && span_bytes <= seal_offset_bytes - HEADER_BYTES {
+        let start_bytes = seal_offset_bytes - span_bytes;
+        if let Slot::Valid {
+            seq,
+            timestamp,
+            span_bytes: found_span_bytes,
+            ..
+        } = read_slot(map, start_bytes, header.max_payload_bytes)
+            && found_span_bytes == span_bytes
+            && seq == last_seq
+        {
+            return Some(SegmentEnd {
+                end_offset_bytes: seal_offset_bytes + SEAL_BYTES,
+                sealed: true,
+                last_timestamp: timestamp,
+            });
+        }
+        span_bytes += RECORD_ALIGN_BYTES;
+    }
+    None
 }
 
 /// The end of the journal against what it promised: the manifest belongs to these segments,
@@ -308,7 +437,7 @@ pub fn check_segment_image(
         image.len() as u64,
         &report,
     )?;
-    let end = scan_segment(path, image, &header, header.first_seq, true, &mut report)?;
+    let end = scan_segment(path, image, &header, header.first_seq, true, 0, &mut report)?;
     report.segments = 1;
     report.data_bytes = end.end_offset_bytes;
     let tail = TailPosition {
@@ -324,7 +453,10 @@ pub fn check_segment_image(
 
 /// The cheap header check of the first pass (64 bytes read, no mapping). A damaged header on
 /// the last file is left for `read_header`, which may find it torn.
-fn check_header_bytes(path: &Path, is_last_file: bool) -> Result<(), JournalError> {
+fn check_header_bytes(
+    path: &Path,
+    is_last_file: bool,
+) -> Result<Option<SegmentHeader>, JournalError> {
     use std::os::unix::fs::FileExt;
     let file = File::open(path).map_err(|e| JournalError::io(path, "open segment", e))?;
     let mut bytes = [0u8; HEADER_BYTES as usize];
@@ -335,8 +467,9 @@ fn check_header_bytes(path: &Path, is_last_file: bool) -> Result<(), JournalErro
         Ok(HeaderState::Blank) if !is_last_file => {
             Err(corrupt(path, 0, "blank segment header in front of data"))
         }
-        Ok(_) => Ok(()),
-        Err(JournalError::Corrupt { .. }) if is_last_file => Ok(()),
+        Ok(HeaderState::Valid(header)) => Ok(Some(header)),
+        Ok(HeaderState::Blank) => Ok(None),
+        Err(JournalError::Corrupt { .. }) if is_last_file => Ok(None),
         Err(error) => Err(error),
     }
 }
@@ -453,15 +586,19 @@ fn next_is_blank(dir: &Path, segment_index: u64) -> Result<bool, JournalError> {
 struct SegmentEnd {
     end_offset_bytes: u64,
     sealed: bool,
+    /// Of the last record of a segment checked from its end ([`sealed_end`]).
+    last_timestamp: Timestamp,
 }
 
 /// Check one segment's records; `expected_seq` is the sequence number of its first record.
+/// Records before `vouched_seq` are walked without their checksums (see the module docs).
 fn scan_segment(
     path: &Path,
     map: SharedBytes,
     header: &SegmentHeader,
     expected_seq: u64,
     is_last: bool,
+    vouched_seq: u64,
     report: &mut RecoveryReport,
 ) -> Result<SegmentEnd, JournalError> {
     let segment_bytes = map.len() as u64;
@@ -469,7 +606,8 @@ fn scan_segment(
     let mut seq = expected_seq;
     let limit = segment_bytes / RECORD_ALIGN_BYTES;
     for _ in 0..limit {
-        match read_slot(map, offset_bytes, header.max_payload_bytes) {
+        let check_crc = seq >= vouched_seq;
+        match read_slot_checked(map, offset_bytes, header.max_payload_bytes, check_crc) {
             Slot::Valid {
                 seq: found,
                 timestamp,
@@ -496,6 +634,7 @@ fn scan_segment(
                 return Ok(SegmentEnd {
                     end_offset_bytes: offset_bytes + SEAL_BYTES,
                     sealed: true,
+                    last_timestamp: report.last_timestamp,
                 });
             }
             Slot::End if !is_last => {
@@ -509,6 +648,7 @@ fn scan_segment(
                 return Ok(SegmentEnd {
                     end_offset_bytes: offset_bytes,
                     sealed: false,
+                    last_timestamp: report.last_timestamp,
                 });
             }
             Slot::End => {
@@ -523,6 +663,7 @@ fn scan_segment(
                 return Ok(SegmentEnd {
                     end_offset_bytes: offset_bytes,
                     sealed: false,
+                    last_timestamp: report.last_timestamp,
                 });
             }
             Slot::Invalid { reason } if is_last => {
@@ -530,6 +671,7 @@ fn scan_segment(
                 return Ok(SegmentEnd {
                     end_offset_bytes: offset_bytes,
                     sealed: false,
+                    last_timestamp: report.last_timestamp,
                 });
             }
             Slot::Invalid { reason } => return Err(corrupt(path, offset_bytes, reason)),
@@ -646,9 +788,10 @@ pub(crate) fn recover(
     dir: &Path,
     accept_damage: bool,
     day_epoch_for_new: Option<u64>,
+    vouched_seq: u64,
 ) -> Result<Recovered, JournalError> {
     remove_if_present(dir, &dir.join(manifest::MANIFEST_TMP_NAME))?;
-    let scan = scan_journal(dir, true, accept_damage)?;
+    let scan = scan_journal(dir, true, accept_damage, vouched_seq)?;
     for damage in &scan.report.accepted_damage {
         tracing::error!(damage = %damage, "journal: damage to durable data accepted (--truncate-corrupt-tail): cutting back to the last intact record");
     }
@@ -747,7 +890,7 @@ fn remove_if_present(dir: &Path, path: &Path) -> Result<(), JournalError> {
 /// would drop intact records; see [`truncate_after`]. Takes the directory lock.
 pub fn truncate_corrupt_tail(dir: &Path) -> Result<RecoveryReport, JournalError> {
     let _lock = super::writer::lock_dir(dir)?;
-    let recovered = recover(dir, true, None)?;
+    let recovered = recover(dir, true, None, 0)?;
     if let Some((_, tail)) = &recovered.tail
         && tail.sealed
     {

@@ -1151,3 +1151,138 @@ fn truncate_after_cuts_back_before_a_hole() {
         "{error}"
     );
 }
+
+/// The last record of segment `path` (its sequence number): the one before the next
+/// segment's first.
+fn last_seq_in(dir: &Path, segment_index: u64) -> u64 {
+    first_seq_of(&segment_path(dir, segment_index + 1)) - 1
+}
+
+#[test]
+fn a_vouched_scan_reports_what_the_full_scan_does_at_every_point() {
+    let temp = TempDir::new("vouched");
+    let dir = temp.journal();
+    let full = write_journal(&dir, 300);
+    assert!(full.segments >= 4, "several sealed segments: {full:?}");
+    for vouched in 2..=full.last_seq {
+        let report = verify_vouched(&dir, vouched).expect("vouched");
+        assert_eq!(report.vouched_through, vouched - 1, "vouched {vouched}");
+        assert_eq!(
+            RecoveryReport {
+                vouched_through: 0,
+                ..report
+            },
+            full,
+            "vouched {vouched}"
+        );
+    }
+    // A snapshot past the journal's end vouches for nothing: the full scan.
+    assert_eq!(verify_vouched(&dir, full.last_seq + 1).expect("full"), full);
+    assert_eq!(verify_vouched(&dir, 1).expect("full"), full);
+}
+
+#[test]
+fn a_vouched_scan_does_not_read_checksums_before_the_snapshots_record_only() {
+    let temp = TempDir::new("vouched-flip");
+    let dir = temp.journal();
+    let full = write_journal(&dir, 300);
+    let last = full.last_seq;
+    // Record 10 (mid segment 1) and the record before the vouched one (walked without its
+    // checksum in the vouched record's segment).
+    let vouched = last - 5;
+    for damaged in [10, vouched - 1] {
+        let (path, offset_bytes) = locate(&dir, damaged);
+        let original = std::fs::read(&path).expect("read");
+        let byte = (offset_bytes + 40) as usize;
+        patch(&path, byte as u64, &[original[byte] ^ 0x10]);
+        let refused = verify(&dir).expect_err("the full scan reads every checksum");
+        assert!(refused.to_string().contains("checksum"), "{refused}");
+        let report = verify_vouched(&dir, vouched).expect("vouched for by the snapshot");
+        assert_eq!(
+            (report.last_seq, report.vouched_through),
+            (last, vouched - 1)
+        );
+        // The snapshot's own record is read: damage there is refused as by the full scan.
+        let at_record = verify_vouched(&dir, damaged).expect_err("the vouched record is read");
+        assert_eq!(at_record.to_string(), refused.to_string());
+        patch(&path, byte as u64, &[original[byte]]);
+    }
+    // The last record of a segment checked from its end is read too.
+    let end_of_first = last_seq_in(&dir, 1);
+    let (path, offset_bytes) = locate(&dir, end_of_first);
+    let original = std::fs::read(&path).expect("read");
+    let byte = (offset_bytes + 40) as usize;
+    patch(&path, byte as u64, &[original[byte] ^ 0x10]);
+    let refused = verify(&dir).expect_err("damaged");
+    let vouched_refusal = verify_vouched(&dir, last).expect_err("read from the end");
+    assert_eq!(vouched_refusal.to_string(), refused.to_string());
+}
+
+#[test]
+fn a_vouched_recovery_cuts_a_torn_tail_as_the_full_one_does() {
+    let temp = TempDir::new("vouched-torn");
+    let pristine = temp.0.join("pristine");
+    write_journal_last_unflushed(&pristine, 300);
+    let (last_path, start_bytes) = locate(&pristine, 300);
+    // Garble the unflushed last record (a crash mid-append).
+    patch(&last_path, start_bytes + 16, &[0xA5; 4]);
+    let full = verify(&pristine).expect("a torn tail is not a refusal");
+    let torn = full.torn_tail.clone().expect("torn");
+    assert_eq!(full.last_seq, 299);
+    for vouched in [2, 150, 298, 299] {
+        let dir = temp.0.join(format!("vouched-{vouched}"));
+        copy_dir(&pristine, &dir);
+        let report = verify_vouched(&dir, vouched).expect("vouched");
+        let copy_torn = verify(&dir).expect("full").torn_tail;
+        assert_eq!(report.torn_tail, copy_torn, "vouched {vouched}");
+        assert_eq!(
+            copy_torn.map(|t| (t.offset_bytes, t.cut_bytes)),
+            Some((torn.offset_bytes, torn.cut_bytes))
+        );
+        assert_eq!(report.vouched_through, vouched - 1);
+        let (mut writer, recovered) = JournalWriter::open_or_create_vouched(
+            config(&dir, Durability::Flush),
+            DAY_EPOCH_UNIX_NS,
+            vouched,
+        )
+        .expect("recovered");
+        assert_eq!(
+            (recovered.last_seq, recovered.torn_tail.is_some()),
+            (299, true)
+        );
+        append_range(&mut writer, 300, 303);
+        drop(writer);
+        let after = verify(&dir).expect("cut and continued");
+        assert_eq!((after.last_seq, after.torn_tail), (303, None));
+        assert_eq!(check_all(&dir, 1), 303);
+    }
+    // A snapshot after the torn record vouches for nothing it needs: the full scan's cut.
+    let report = verify_vouched(&pristine, 300).expect("full");
+    assert_eq!((report.vouched_through, report.torn_tail), (0, Some(torn)));
+}
+
+#[test]
+fn a_missing_seal_before_the_vouched_record_falls_back_to_the_full_scan() {
+    let temp = TempDir::new("vouched-seal");
+    let dir = temp.journal();
+    let full = write_journal(&dir, 300);
+    let first = segment_path(&dir, 1);
+    let seal_bytes = data_end(&first) - 8;
+    patch(&first, seal_bytes, &[0; 8]);
+    let report = verify_vouched(&dir, full.last_seq).expect("a missing seal is not corruption");
+    assert_eq!((report.missing_seals, report.vouched_through), (1, 0));
+    let (writer, recovered) = JournalWriter::open_or_create_vouched(
+        config(&dir, Durability::Flush),
+        DAY_EPOCH_UNIX_NS,
+        full.last_seq,
+    )
+    .expect("recovered");
+    assert_eq!(recovered.missing_seals, 1, "written back");
+    drop(writer);
+    let again = verify_vouched(&dir, full.last_seq).expect("sealed now");
+    assert_eq!(
+        (again.missing_seals, again.vouched_through),
+        (0, full.last_seq - 1)
+    );
+    assert_eq!(check_all(&dir, 1), full.last_seq);
+}

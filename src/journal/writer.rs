@@ -52,6 +52,18 @@ impl JournalWriter {
         config: JournalConfig,
         day_epoch_unix_ns_for_new: u64,
     ) -> Result<(JournalWriter, RecoveryReport), JournalError> {
+        Self::open_or_create_vouched(config, day_epoch_unix_ns_for_new, 0)
+    }
+
+    /// [`Self::open_or_create`] where a state snapshot after record `vouched_seq` (0: none)
+    /// vouches for the records before it: recovery checks only where they end, then record
+    /// `vouched_seq` and everything after it (see [`super::recovery`]; the report's
+    /// `vouched_through` says whether it could).
+    pub fn open_or_create_vouched(
+        config: JournalConfig,
+        day_epoch_unix_ns_for_new: u64,
+        vouched_seq: u64,
+    ) -> Result<(JournalWriter, RecoveryReport), JournalError> {
         config.validate()?;
         if !day_epoch_unix_ns_for_new.is_multiple_of(NANOS_PER_DAY) {
             let reason = format!("day epoch {day_epoch_unix_ns_for_new} ns is not a midnight UTC");
@@ -59,7 +71,12 @@ impl JournalWriter {
         }
         ensure_dir(&config.dir, config.create_dir)?;
         let lock = lock_dir(&config.dir)?;
-        let recovered = recovery::recover(&config.dir, false, Some(day_epoch_unix_ns_for_new))?;
+        let recovered = recovery::recover(
+            &config.dir,
+            false,
+            Some(day_epoch_unix_ns_for_new),
+            vouched_seq,
+        )?;
         let mut report = recovered.report;
         let marks = recovered
             .marks

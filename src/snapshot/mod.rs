@@ -14,14 +14,19 @@
 //!   messages and bytes so far, and optionally the SHA-256 state of the stream's digest over
 //!   those messages (BinaryFILE framing), so that a replay from the snapshot prints the same
 //!   stream digests as a full replay;
-//! - the exchange state ([`crate::exchange::Exchange::save_state`], a logical encoding);
-//! - a SHA-256 of every byte before it. A file whose checksum, framing or contents do not
-//!   check is *damaged*: it is skipped with a log line and an older one (or a full replay) is
-//!   used instead.
+//! - the exchange state ([`crate::exchange::Exchange::save_state`]: the token tables' slot
+//!   arrays as they lie in memory, the books' orders logically);
+//! - checksums: the CRC32C of every 1 MiB of the bytes above, then their length and the
+//!   CRC32C of that list. A file whose checksums, framing or contents do not check is
+//!   *damaged*: it is skipped with a log line and an older one (or a full replay) is used
+//!   instead. (A busy day's state is gigabytes: CRC32C runs at memory speed where SHA-256
+//!   took seconds, and one checksum per MiB keeps a 32-bit check per chunk.)
 //!
 //! Files are written atomically: a temporary file in the same directory, fsync, rename,
 //! fsync of the directory. A crash leaves either the old set of snapshots or the new one (a
-//! stray temporary file is ignored and removed by the next write).
+//! stray temporary file is ignored and removed by the next write). A snapshot is read through
+//! a read-only mapping of its file (populated at once from the page cache; no copy of the
+//! state before it is restored).
 
 pub mod writer;
 
@@ -33,8 +38,12 @@ use std::path::{Path, PathBuf};
 /// The directory of a trading day's snapshots (the journal allows this one name beside its
 /// segments).
 pub const DIR_NAME: &str = "snapshots";
-const MAGIC: &[u8; 16] = b"bourse-snapshot1";
-const CHECKSUM_BYTES: usize = 32;
+const MAGIC: &[u8; 16] = b"bourse-snapshot2";
+/// Bytes covered by each CRC32C of the body.
+const CHUNK_BYTES: usize = 1 << 20;
+/// After the chunk checksums: the body's length (u64) and the CRC32C of the checksums and
+/// that length (u32).
+const TRAILER_FIXED_BYTES: usize = 12;
 /// Streams a snapshot may describe (ITCH + every account): a bound for decoding.
 const STREAMS_MAX: u32 = 1 << 16;
 /// Snapshots listed at most in a directory (older ones are pruned as new ones are written).
@@ -51,8 +60,10 @@ pub struct StreamPosition {
     pub digest_state: Option<Vec<u8>>,
 }
 
+/// A snapshot: what is in the file; `State` is the exchange state's bytes (owned when
+/// writing, borrowed from the file's mapping when read, `()` once restored).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Snapshot {
+pub struct Snapshot<State = Vec<u8>> {
     /// Journal records `1..=last_seq` are in the state.
     pub last_seq: u64,
     /// Inputs among them (records that are not leader changes).
@@ -64,7 +75,7 @@ pub struct Snapshot {
     /// ITCH first, then every account's OUCH in config order.
     pub streams: Vec<StreamPosition>,
     /// [`crate::exchange::Exchange::save_state`]'s bytes.
-    pub state: Vec<u8>,
+    pub state: State,
 }
 
 /// SHA-256 of a day header's encoding (what a snapshot must match).
@@ -72,10 +83,60 @@ pub fn header_digest(header_bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(header_bytes).into()
 }
 
-impl Snapshot {
-    /// The file's bytes, checksum included.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.state.len() + 256 + self.streams.len() * 160);
+/// CRC32C of each [`CHUNK_BYTES`] of a stream of bytes written in parts.
+struct ChunkSums {
+    sums: Vec<u32>,
+    current: u32,
+    in_chunk: usize,
+    total: u64,
+}
+
+impl ChunkSums {
+    fn new() -> ChunkSums {
+        ChunkSums {
+            sums: Vec::new(),
+            current: 0,
+            in_chunk: 0,
+            total: 0,
+        }
+    }
+
+    fn add(&mut self, mut bytes: &[u8]) {
+        self.total += bytes.len() as u64;
+        // Bounded: each round consumes up to the rest of a chunk.
+        while !bytes.is_empty() {
+            let take = bytes.len().min(CHUNK_BYTES - self.in_chunk);
+            let (now, rest) = bytes.split_at(take);
+            self.current = crc32c::crc32c_append(self.current, now);
+            self.in_chunk += take;
+            if self.in_chunk == CHUNK_BYTES {
+                self.sums.push(self.current);
+                (self.current, self.in_chunk) = (0, 0);
+            }
+            bytes = rest;
+        }
+    }
+
+    /// The trailer: every chunk's checksum, the body's length, the checksum of both.
+    fn trailer(mut self) -> Vec<u8> {
+        if self.in_chunk > 0 {
+            self.sums.push(self.current);
+        }
+        let mut out = Vec::with_capacity(self.sums.len() * 4 + TRAILER_FIXED_BYTES);
+        for sum in &self.sums {
+            out.extend_from_slice(&sum.to_le_bytes());
+        }
+        out.extend_from_slice(&self.total.to_le_bytes());
+        let crc = crc32c::crc32c(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+}
+
+impl<S: AsRef<[u8]>> Snapshot<S> {
+    /// Everything before the state, and the state's length.
+    fn head(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(128 + self.streams.len() * 160);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&self.last_seq.to_le_bytes());
         out.extend_from_slice(&self.inputs.to_le_bytes());
@@ -89,23 +150,49 @@ impl Snapshot {
             out.extend_from_slice(&(state.len() as u32).to_le_bytes());
             out.extend_from_slice(state);
         }
-        out.extend_from_slice(&(self.state.len() as u64).to_le_bytes());
-        out.extend_from_slice(&self.state);
-        let checksum: [u8; 32] = Sha256::digest(&out).into();
-        out.extend_from_slice(&checksum);
+        out.extend_from_slice(&(self.state.as_ref().len() as u64).to_le_bytes());
         out
     }
 
-    /// Check the checksum and the framing; the exchange state inside is checked when it is
-    /// restored.
-    pub fn decode(bytes: &[u8]) -> Result<Snapshot, String> {
-        if bytes.len() < MAGIC.len() + CHECKSUM_BYTES {
-            return Err("shorter than a snapshot".into());
+    /// Write the file's bytes into `out`: the state is written as it is (no copy) and
+    /// checksummed on the way. Returns the bytes written.
+    pub fn write_to(&self, out: &mut impl Write) -> std::io::Result<u64> {
+        let head = self.head();
+        let mut sums = ChunkSums::new();
+        sums.add(&head);
+        sums.add(self.state.as_ref());
+        let trailer = sums.trailer();
+        out.write_all(&head)?;
+        out.write_all(self.state.as_ref())?;
+        out.write_all(&trailer)?;
+        Ok((head.len() + self.state.as_ref().len() + trailer.len()) as u64)
+    }
+
+    /// The file's bytes, checksums included.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.write_to(&mut out).expect("writing into memory");
+        out
+    }
+
+    /// The same snapshot without its state (once restored).
+    pub fn without_state(&self) -> Snapshot<()> {
+        Snapshot {
+            last_seq: self.last_seq,
+            inputs: self.inputs,
+            timestamp: self.timestamp,
+            header_digest: self.header_digest,
+            streams: self.streams.clone(),
+            state: (),
         }
-        let (body, checksum) = bytes.split_at(bytes.len() - CHECKSUM_BYTES);
-        if Sha256::digest(body).as_slice() != checksum {
-            return Err("checksum mismatch".into());
-        }
+    }
+}
+
+impl Snapshot {
+    /// Check the checksums and the framing; the exchange state inside (borrowed from
+    /// `bytes`) is checked when it is restored.
+    pub fn decode(bytes: &[u8]) -> Result<Snapshot<&[u8]>, String> {
+        let body = checked_body(bytes)?;
         let mut r = Reader { bytes: body, at: 0 };
         if r.take(MAGIC.len())? != MAGIC {
             return Err("not a snapshot of this version".into());
@@ -131,7 +218,7 @@ impl Snapshot {
             });
         }
         let state_len = usize::try_from(r.u64()?).map_err(|_| "state length".to_string())?;
-        let state = r.take(state_len)?.to_vec();
+        let state = r.take(state_len)?;
         if r.at != body.len() {
             return Err("trailing bytes".into());
         }
@@ -147,6 +234,35 @@ impl Snapshot {
             state,
         })
     }
+}
+
+/// The body of a snapshot file whose trailer and every chunk's checksum check.
+fn checked_body(bytes: &[u8]) -> Result<&[u8], String> {
+    let Some(fixed_at) = bytes.len().checked_sub(TRAILER_FIXED_BYTES) else {
+        return Err("shorter than a snapshot".into());
+    };
+    let body_bytes = u64::from_le_bytes(bytes[fixed_at..fixed_at + 8].try_into().expect("8"));
+    let stored = u32::from_le_bytes(bytes[fixed_at + 8..].try_into().expect("4"));
+    let chunks = body_bytes.div_ceil(CHUNK_BYTES as u64);
+    let expected_bytes = chunks
+        .checked_mul(4)
+        .and_then(|sums| sums.checked_add(body_bytes))
+        .and_then(|n| n.checked_add(TRAILER_FIXED_BYTES as u64));
+    if expected_bytes != Some(bytes.len() as u64) {
+        return Err("cut short or lengthened (its length is not its trailer's)".into());
+    }
+    let body_bytes = body_bytes as usize;
+    if crc32c::crc32c(&bytes[body_bytes..fixed_at + 8]) != stored {
+        return Err("checksum mismatch (trailer)".into());
+    }
+    let (body, trailer) = bytes.split_at(body_bytes);
+    let (sums, _) = trailer[..fixed_at - body_bytes].as_chunks::<4>();
+    for (index, (chunk, sum)) in body.chunks(CHUNK_BYTES).zip(sums).enumerate() {
+        if crc32c::crc32c(chunk) != u32::from_le_bytes(*sum) {
+            return Err(format!("checksum mismatch (MiB {index})"));
+        }
+    }
+    Ok(body)
 }
 
 struct Reader<'a> {
@@ -189,22 +305,37 @@ fn parse_file_name(name: &str) -> Option<u64> {
         .flatten()
 }
 
-/// Write `bytes` (an encoded snapshot after record `last_seq`) atomically into the day's
-/// snapshot directory: temporary file, fsync, rename, fsync of the directory. Returns the
-/// file's path.
-pub fn write_atomic(journal_dir: &Path, last_seq: u64, bytes: &[u8]) -> std::io::Result<PathBuf> {
+/// Write `snapshot` atomically into the day's snapshot directory: temporary file (the
+/// state written straight from its buffer), fsync, rename, fsync of the directory. Returns
+/// the file's path and size.
+pub fn write_atomic<S: AsRef<[u8]>>(
+    journal_dir: &Path,
+    snapshot: &Snapshot<S>,
+) -> std::io::Result<(PathBuf, u64)> {
     let dir = dir_of(journal_dir);
     std::fs::create_dir_all(&dir)?;
+    let last_seq = snapshot.last_seq;
     let path = dir.join(file_name(last_seq));
     let tmp = dir.join(format!(".{}.tmp", file_name(last_seq)));
-    {
+    let bytes = {
         let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
+        let bytes = snapshot.write_to(&mut file)?;
         file.sync_all()?;
-    }
+        bytes
+    };
     std::fs::rename(&tmp, &path)?;
     std::fs::File::open(&dir)?.sync_all()?;
-    Ok(path)
+    Ok((path, bytes))
+}
+
+/// A snapshot file mapped read-only, populated from the page cache at once.
+fn map_file(path: &Path) -> Result<memmap2::Mmap, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    // SAFETY: snapshot files are written whole under a temporary name and renamed; nothing
+    // writes one afterwards (pruning unlinks, which leaves a mapping intact). Another process
+    // truncating it would be outside this process's memory model, as for any mapping.
+    unsafe { memmap2::MmapOptions::new().populate().map(&file) }
+        .map_err(|e| format!("cannot map: {e}"))
 }
 
 /// The day's snapshot files, newest (highest `last_seq`) first. Temporary and foreign files
@@ -249,25 +380,25 @@ pub fn load_latest<T>(
     journal_dir: &Path,
     header_digest: &[u8; 32],
     through: u64,
-    mut accept: impl FnMut(&Snapshot) -> Result<T, String>,
-) -> Option<(Snapshot, T)> {
+    mut accept: impl FnMut(&Snapshot<&[u8]>) -> Result<T, String>,
+) -> Option<(Snapshot<()>, T)> {
     for (seq, path) in list(journal_dir) {
-        let checked = std::fs::read(&path)
-            .map_err(|e| format!("cannot read: {e}"))
-            .and_then(|bytes| Snapshot::decode(&bytes))
-            .and_then(|s| {
-                if s.last_seq != seq {
-                    return Err(format!("holds record {}, named {seq}", s.last_seq));
-                }
-                if s.header_digest != *header_digest {
-                    return Err("another day or venue definition".into());
-                }
-                if s.last_seq > through {
-                    return Err(format!("past the journal's last record {through}")); // cut tail
-                }
-                let built = accept(&s)?;
-                Ok((s, built))
-            });
+        if seq > through {
+            let why = format!("past the journal's last record {through}"); // a cut tail
+            tracing::warn!(path = %path.display(), "snapshot skipped: {why}");
+            continue;
+        }
+        let checked = map_file(&path).and_then(|bytes| {
+            let s = Snapshot::decode(&bytes)?;
+            if s.last_seq != seq {
+                return Err(format!("holds record {}, named {seq}", s.last_seq));
+            }
+            if s.header_digest != *header_digest {
+                return Err("another day or venue definition".into());
+            }
+            let built = accept(&s)?;
+            Ok((s.without_state(), built))
+        });
         match checked {
             Ok(found) => return Some(found),
             Err(why) => {
@@ -356,7 +487,9 @@ mod tests {
     fn encodes_and_decodes_and_any_flipped_byte_is_refused() {
         let s = sample();
         let bytes = s.encode();
-        assert_eq!(Snapshot::decode(&bytes).unwrap(), s);
+        let decoded = Snapshot::decode(&bytes).unwrap();
+        assert_eq!(decoded.without_state(), s.without_state());
+        assert_eq!(decoded.state, &s.state[..]);
         for at in 0..bytes.len() {
             let mut bad = bytes.clone();
             bad[at] ^= 0x10;
@@ -365,6 +498,39 @@ mod tests {
         for len in 0..bytes.len() {
             assert!(Snapshot::decode(&bytes[..len]).is_err(), "cut at {len}");
         }
+    }
+
+    #[test]
+    fn a_state_of_several_chunks_is_checked_chunk_by_chunk() {
+        let s = Snapshot {
+            state: (0..(5 * CHUNK_BYTES / 2) as u32)
+                .map(|i| (i * 7) as u8)
+                .collect(),
+            ..sample()
+        };
+        let bytes = s.encode();
+        assert_eq!(Snapshot::decode(&bytes).unwrap().state, &s.state[..]);
+        let trailer_at = bytes.len() - TRAILER_FIXED_BYTES - 3 * 4;
+        for at in [
+            0,
+            CHUNK_BYTES - 1,
+            CHUNK_BYTES,
+            2 * CHUNK_BYTES + 5,
+            trailer_at - 1,
+            trailer_at + 2,
+            bytes.len() - 5,
+            bytes.len() - 1,
+        ] {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x04;
+            assert!(Snapshot::decode(&bad).is_err(), "flip at {at} accepted");
+        }
+        for cut in [1, 4, 12, CHUNK_BYTES] {
+            assert!(Snapshot::decode(&bytes[..bytes.len() - cut]).is_err());
+        }
+        let mut longer = bytes.clone();
+        longer.extend_from_slice(&[0; 4]);
+        assert!(Snapshot::decode(&longer).is_err());
     }
 
     #[test]
@@ -378,7 +544,7 @@ mod tests {
                 inputs: seq,
                 ..sample()
             };
-            write_atomic(day, seq, &s.encode()).unwrap();
+            write_atomic(day, &s).unwrap();
         }
         let pick =
             |through| load_latest(day, &digest, through, |_| Ok(())).map(|(s, ())| s.last_seq);

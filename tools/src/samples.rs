@@ -47,6 +47,17 @@ pub fn record(day: &Day, dir: &Path) -> Result<(), String> {
 
 /// [`record`] with another segment size (large synthetic days).
 pub fn record_with(day: &Day, dir: &Path, segment_bytes: u64) -> Result<(), String> {
+    record_steps(&day.venue, day.steps.iter().copied(), dir, segment_bytes)
+}
+
+/// [`record_with`] from steps made as they are written: a synthetic day of 100M inputs would
+/// otherwise hold every step in memory (~8 GB) before the first is written.
+pub fn record_steps(
+    venue: &Venue,
+    steps: impl IntoIterator<Item = (u64, Step)>,
+    dir: &Path,
+    segment_bytes: u64,
+) -> Result<(), String> {
     let config = JournalConfig {
         segment_bytes,
         max_payload_bytes: 64 << 10,
@@ -63,7 +74,7 @@ pub fn record_with(day: &Day, dir: &Path, segment_bytes: u64) -> Result<(), Stri
         format: DayHeader::FORMAT,
         gateway_session: "SAMPLE0001".into(),
         feed_session: "SAMPLE0001".into(),
-        venue: day.venue.clone(),
+        venue: venue.clone(),
     };
     let append = |w: &mut JournalWriter, ts: u64, kind: u8, payload: &[u8]| {
         w.append(Timestamp(ts), kind, payload)
@@ -72,7 +83,7 @@ pub fn record_with(day: &Day, dir: &Path, segment_bytes: u64) -> Result<(), Stri
     };
     append(&mut writer, OPEN_NS, KIND_START_OF_DAY, &header.encode())?;
     let mut payload = [0u8; 128];
-    for &(ts, step) in &day.steps {
+    for (ts, step) in steps {
         match step {
             Step::Ouch(account, message) => {
                 let mut raw = [0u8; 64];

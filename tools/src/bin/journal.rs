@@ -54,6 +54,10 @@ enum Command {
         ops: u32,
         #[arg(long, default_value_t = 42)]
         seed: u64,
+        /// Fold the workload's accounts onto this many (account % N; 0: keep them): a venue
+        /// the daemon can run (each account's OUCH store reserves disk ahead of it).
+        #[arg(long, default_value_t = 0)]
+        accounts: u16,
     },
 }
 
@@ -68,7 +72,8 @@ fn main() -> ExitCode {
             workload,
             ops,
             seed,
-        } => synth(&out, &workload, ops, seed),
+            accounts,
+        } => synth(&out, &workload, ops, seed, accounts),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -277,7 +282,7 @@ fn record_samples(out: &Path, names: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-fn synth(out: &Path, workload: &str, ops: u32, seed: u64) -> Result<(), String> {
+fn synth(out: &Path, workload: &str, ops: u32, seed: u64, accounts: u16) -> Result<(), String> {
     use bourse::workload::{self, Spec, Workload};
     let kind = match workload {
         "quantcup" => Workload::QuantCup,
@@ -293,26 +298,30 @@ fn synth(out: &Path, workload: &str, ops: u32, seed: u64) -> Result<(), String> 
     };
     let stream = workload::generate(spec);
     let stats = &stream.stats;
+    let fold = if accounts == 0 || accounts >= stats.accounts {
+        stats.accounts
+    } else {
+        accounts
+    };
+    // Each folded account takes the tokens of at most this many of the workload's.
+    let folded_per_account = u32::from(stats.accounts.div_ceil(fold));
     let limits = bourse::exchange::Limits {
         orders_per_symbol: (stats.max_resting + 1024).next_power_of_two(),
         levels_per_side: (stats.max_levels + 64).next_power_of_two(),
-        tokens_per_account: (stats.max_tokens_per_account + 64).next_power_of_two(),
+        tokens_per_account: (stats.max_tokens_per_account * folded_per_account + 64)
+            .next_power_of_two(),
     };
-    let venue = workload::demo_venue("AAPL", stats.accounts, limits);
+    let venue = workload::demo_venue("AAPL", fold, limits);
     let tick = venue.symbols[0].tick;
-    let steps = stream
-        .ops
-        .iter()
-        .enumerate()
-        .map(|(i, op)| {
-            let (account, message) = workload::to_message(op, "AAPL", tick);
-            (
-                34_200_000_000_000 + (i as u64 + 1) * 1_000,
-                samples::Step::Ouch(account.0, message),
-            )
-        })
-        .collect();
-    samples::record_with(&samples::Day { venue, steps }, out, 256 << 20)?;
+    // Made as they are written (not collected first): 100M steps would need ~8 GB.
+    let steps = stream.ops.iter().enumerate().map(|(i, op)| {
+        let (account, message) = workload::to_message(op, "AAPL", tick);
+        (
+            34_200_000_000_000 + (i as u64 + 1) * 1_000,
+            samples::Step::Ouch(account.0 % fold, message),
+        )
+    });
+    samples::record_steps(&venue, steps, out, 256 << 20)?;
     println!(
         "{} inputs of {workload} (seed {seed}) written to {}",
         stream.ops.len() + 1,
