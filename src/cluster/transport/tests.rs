@@ -285,23 +285,8 @@ fn a_member_that_stops_reading_is_bounded_and_never_blocks() {
     bounded.handshake_timeout_ms = 60_000;
     let mut first = Transport::spawn(listeners.pop().expect("l"), bounded).expect("spawn 1");
     let (mut stream, _) = fake.accept().expect("the member connects");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(2)))
-        .expect("timeout");
-    let as_member_2 = config(2, &addresses, SECRET);
-    assert_eq!(
-        handshake::server_handshake(&mut stream, &as_member_2).expect("authenticates"),
-        1
-    );
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !first.send(append(1, 2, 1), 0) {
-        assert!(first.recv_timeout(Duration::from_millis(10)).is_none());
-        assert!(
-            Instant::now() < deadline,
-            "the connection was never taken over"
-        );
-    }
-    first.flush();
+    authenticate_as_member_2(&mut stream, &addresses);
+    send_once_connected(&mut first, &append(1, 2, 1));
     let dropped_before = first.stats().dropped_outbound.load(Ordering::Relaxed);
     let started = Instant::now();
     let sends = 2_000;
@@ -334,12 +319,7 @@ fn a_member_that_stops_reading_is_bounded_and_never_blocks() {
         "a heartbeat is queued past the bound"
     );
     // What was written is whole frames, in order: the first is the small one.
-    let mut length = [0u8; 4];
-    stream.read_exact(&mut length).expect("a frame");
-    let mut frame = vec![0u8; u32::from_be_bytes(length) as usize];
-    stream.read_exact(&mut frame).expect("its body");
-    let got = decode_frame(&Bytes::from(frame), 1).expect("decodes");
-    assert_eq!(got.message, append(1, 2, 1));
+    assert_eq!(read_frame(&mut stream).message, append(1, 2, 1));
 }
 
 /// Members that have nothing to say to each other (two followers) keep their connection:
@@ -396,20 +376,9 @@ fn a_stalled_connection_is_dropped_and_made_again() {
     let fake = listeners.pop().expect("l");
     let mut first = Transport::spawn(listeners.pop().expect("l"), config(1, &addresses, SECRET))
         .expect("spawn 1");
-    let as_member_2 = config(2, &addresses, SECRET);
     let (mut stalled, _) = fake.accept().expect("the member connects");
-    stalled
-        .set_read_timeout(Some(Duration::from_secs(2)))
-        .expect("timeout");
-    handshake::server_handshake(&mut stalled, &as_member_2).expect("authenticates");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !first.send(append(1, 2, 1), 0) {
-        assert!(first.recv_timeout(Duration::from_millis(10)).is_none());
-        assert!(
-            Instant::now() < deadline,
-            "the connection was never taken over"
-        );
-    }
+    authenticate_as_member_2(&mut stalled, &addresses);
+    send_once_connected(&mut first, &append(1, 2, 1));
     // Fill the socket, then keep turning as a member's loop does (sends and flushes).
     for _ in 0..200 {
         first.send(append(1, 2, 100_000), 0);
@@ -429,24 +398,42 @@ fn a_stalled_connection_is_dropped_and_made_again() {
         );
     };
     again.set_nonblocking(false).expect("blocking");
-    again
+    authenticate_as_member_2(&mut again, &addresses);
+    // The new connection carries new messages, not the stale backlog.
+    send_once_connected(&mut first, &append(1, 2, 7));
+    assert_eq!(read_frame(&mut again).message, append(1, 2, 7));
+}
+
+/// Play member 2 on an accepted connection: authenticate member 1 over it.
+fn authenticate_as_member_2(stream: &mut TcpStream, addresses: &[SocketAddr]) {
+    stream
         .set_read_timeout(Some(Duration::from_secs(2)))
         .expect("timeout");
-    handshake::server_handshake(&mut again, &as_member_2).expect("authenticates again");
-    // The new connection carries new messages, not the stale backlog.
+    let as_member_2 = config(2, addresses, SECRET);
+    assert_eq!(
+        handshake::server_handshake(stream, &as_member_2).expect("authenticates"),
+        1
+    );
+}
+
+/// Send `message` to member 2 as soon as the loop has taken its connection over.
+fn send_once_connected(transport: &mut Transport, message: &Message) {
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !first.send(append(1, 2, 7), 0) {
-        assert!(first.recv_timeout(Duration::from_millis(10)).is_none());
+    while !transport.send(message.clone(), 0) {
+        assert!(transport.recv_timeout(Duration::from_millis(10)).is_none());
         assert!(
             Instant::now() < deadline,
-            "the new connection was never taken over"
+            "the connection was never taken over"
         );
     }
-    first.flush();
+    transport.flush();
+}
+
+/// The next frame on `stream`, decoded as from member 1.
+fn read_frame(stream: &mut TcpStream) -> Inbound {
     let mut length = [0u8; 4];
-    again.read_exact(&mut length).expect("a frame");
+    stream.read_exact(&mut length).expect("a frame");
     let mut frame = vec![0u8; u32::from_be_bytes(length) as usize];
-    again.read_exact(&mut frame).expect("its body");
-    let got = decode_frame(&Bytes::from(frame), 1).expect("decodes");
-    assert_eq!(got.message, append(1, 2, 7));
+    stream.read_exact(&mut frame).expect("its body");
+    decode_frame(&Bytes::from(frame), 1).expect("decodes")
 }
