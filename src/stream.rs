@@ -67,7 +67,16 @@ const AHEAD_BYTES_MAX: u64 = 4 << 20;
 /// Disk blocks reserved (`fallocate`) ahead of a writer, and ahead of an idle store: a write
 /// into a mapped hole the file system cannot fill would be a SIGBUS; a failed reservation
 /// makes the store full instead (the venue stops taking orders, as at its caps).
+///
+/// A store being written reserves `RESERVE_RATE_ROUNDS` keeper rounds of what it wrote in
+/// the last one, within [`RESERVE_ACTIVE_MIN_BYTES`, `RESERVE_AHEAD_BYTES`]: a flat 64 MiB
+/// per store took 35 GB of disk for a 1,000-account day before it listened (its first start
+/// rebuilds every account's store). A store jumping from slow to more than 4 MiB in one 50 ms
+/// round (80 MB/s: five times the whole venue's live output at its measured capacity) would
+/// outrun its reservation, as one jumping past 64 MiB did before.
 const RESERVE_AHEAD_BYTES: u64 = 64 << 20;
+const RESERVE_ACTIVE_MIN_BYTES: u64 = 4 << 20;
+const RESERVE_RATE_ROUNDS: u64 = 64;
 const RESERVE_IDLE_BYTES: u64 = 64 << 10;
 /// Streams the keeper looks after at once (every account's store and the ITCH store of a few
 /// nodes in one process).
@@ -476,7 +485,8 @@ impl StreamWriter {
             return Err(StreamFull);
         }
         // A relaxed load: the keeper raises it long before the writer reaches unreserved
-        // blocks (it reserves RESERVE_AHEAD_BYTES ahead).
+        // blocks (it reserves at least RESERVE_ACTIVE_MIN_BYTES ahead of a store being
+        // written, and 64 rounds of its rate).
         if self.shared.no_space.load(Ordering::Relaxed) {
             return Err(StreamFull);
         }
@@ -751,7 +761,9 @@ impl Shared {
         let grown = end.saturating_sub(marks.last_end.max(start));
         marks.last_end = end;
         let reserve = if grown > 0 {
-            RESERVE_AHEAD_BYTES
+            grown
+                .saturating_mul(RESERVE_RATE_ROUNDS)
+                .clamp(RESERVE_ACTIVE_MIN_BYTES, RESERVE_AHEAD_BYTES)
         } else {
             RESERVE_IDLE_BYTES
         };
@@ -1098,6 +1110,29 @@ mod tests {
         use std::os::unix::fs::MetadataExt;
         let allocated = std::fs::metadata(&path).unwrap().blocks() * 512;
         assert!(allocated >= RESERVE_IDLE_BYTES, "{allocated}");
+    }
+
+    /// A store written slowly reserves a few MiB ahead, not the most a fast one gets: a
+    /// thousand accounts' stores must not claim tens of gigabytes of disk between them.
+    #[test]
+    #[cfg_attr(miri, ignore = "Miri cannot map files")]
+    fn a_slow_store_reserves_little_disk_ahead() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.store");
+        let (mut w, r) =
+            StreamWriter::create_tended(&path, Caps::for_bytes(1 << 30), false).unwrap();
+        for _ in 0..1_000 {
+            w.append(&[7u8; 50]).unwrap();
+        }
+        tend_now(&r);
+        use std::os::unix::fs::MetadataExt;
+        let allocated = std::fs::metadata(&path).unwrap().blocks() * 512;
+        // Index and data each reserve RESERVE_ACTIVE_MIN_BYTES ahead (plus the header page).
+        assert!(allocated >= RESERVE_ACTIVE_MIN_BYTES, "{allocated}");
+        assert!(
+            allocated <= 2 * RESERVE_ACTIVE_MIN_BYTES + (1 << 20),
+            "{allocated} bytes reserved for 50 KB written"
+        );
     }
 
     fn rss_file_bytes() -> u64 {
