@@ -1,9 +1,11 @@
 //! The hot path allocates nothing after start-up: a counting global allocator watches the
 //! exchange apply enters, matches, cancels, replaces, expiries and end of day.
 
+mod common;
+
 use bourse::exchange::{Admin, Command, Discard, Exchange, Input, Limits, Venue};
-use bourse::types::{AccountId, Alpha, Firm, Price, Shares, Timestamp, Token};
-use bourse::wire::ouch::{CancelOrder, EnterOrder, Inbound, ReplaceOrder};
+use bourse::types::{AccountId, Alpha, Price, Shares, Timestamp, Token};
+use bourse::wire::ouch::{CancelOrder, Inbound, ReplaceOrder};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -50,21 +52,7 @@ fn token(n: u64) -> Token {
 }
 
 fn enter(n: u64, side: u8, shares: u32, price: u32, tif: u32, display: u8) -> Inbound {
-    Inbound::Enter(EnterOrder {
-        token: token(n),
-        side,
-        shares: Shares(shares),
-        stock: Alpha(*b"AAPL    "),
-        price: Price(price),
-        tif,
-        firm: Firm::SPACES,
-        display,
-        capacity: b'A',
-        intermarket_sweep: b'N',
-        min_qty: Shares(0),
-        cross_type: b'N',
-        customer_type: b' ',
-    })
+    common::order(&format!("T{n}"), side, shares, "AAPL", price, tif, display)
 }
 
 /// A day's worth of mixed inputs, built before counting starts.

@@ -21,30 +21,39 @@ fn encoded_bytes(entry: &Entry) -> u64 {
     u64::from(entry.compute_size()) + 6
 }
 
+/// Entry bytes of `message` as an append encodes them (0 for what carries no entries).
+fn entry_bytes(message: &Message) -> u64 {
+    message.entries.iter().map(encoded_bytes).sum()
+}
+
 /// Merge what can be merged in `messages` (sent in this order), keeping each destination's
 /// order; an append grows to `append_bytes_max` encoded entry bytes at most (one entry always
-/// fits).
+/// fits). Each message's entries are sized once and moved, not copied, into the one they join.
 pub fn coalesce(messages: &mut Vec<Message>, append_bytes_max: u64) {
-    // (destination, index in `messages` of the last message kept for it)
-    let mut last_kept: [(u64, usize); 8] = [(0, 0); 8];
+    // (destination, index in `messages` of the last message kept for it, its entry bytes)
+    let mut last_kept: [(u64, usize, u64); 8] = [(0, 0, 0); 8];
     let mut destinations = 0usize;
     let mut kept = 0usize;
     for i in 0..messages.len() {
-        let message = std::mem::take(&mut messages[i]);
+        let mut message = std::mem::take(&mut messages[i]);
+        let bytes = entry_bytes(&message);
         let slot = last_kept[..destinations]
             .iter()
-            .position(|(to, _)| *to == message.to);
+            .position(|&(to, _, _)| to == message.to);
         if let Some(slot) = slot {
-            let target = &mut messages[last_kept[slot].1];
-            if absorb(target, &message, append_bytes_max) {
+            let (_, at, kept_bytes) = &mut last_kept[slot];
+            let fits = *kept_bytes + bytes <= append_bytes_max;
+            if absorb(&mut messages[*at], &mut message, fits) {
+                *kept_bytes += bytes;
                 continue;
             }
         }
+        let to = message.to;
         messages[kept] = message;
         match slot {
-            Some(slot) => last_kept[slot].1 = kept,
+            Some(slot) => last_kept[slot] = (to, kept, bytes),
             None if destinations < last_kept.len() => {
-                last_kept[destinations] = (messages[kept].to, kept);
+                last_kept[destinations] = (to, kept, bytes);
                 destinations += 1;
             }
             // More destinations than slots (not in a cluster of ≤ 9): kept as they are.
@@ -55,8 +64,9 @@ pub fn coalesce(messages: &mut Vec<Message>, append_bytes_max: u64) {
     messages.truncate(kept);
 }
 
-/// Fold `next` into `kept` if the two say what one message would; whether it did.
-fn absorb(kept: &mut Message, next: &Message, append_bytes_max: u64) -> bool {
+/// Fold `next` into `kept` if the two say what one message would (`fits`: the entries of
+/// both stay within the append size); whether it did. What is folded is moved out of `next`.
+fn absorb(kept: &mut Message, next: &mut Message, fits: bool) -> bool {
     if kept.term != next.term || kept.get_msg_type() != next.get_msg_type() {
         return false;
     }
@@ -69,11 +79,10 @@ fn absorb(kept: &mut Message, next: &Message, append_bytes_max: u64) -> bool {
                 .last()
                 .map_or((kept.index, kept.log_term), |e| (e.index, e.term));
             let continues = next.index == end_index && next.log_term == end_term;
-            let bytes = |m: &Message| m.entries.iter().map(encoded_bytes).sum::<u64>();
-            if !continues || bytes(kept) + bytes(next) > append_bytes_max {
+            if !continues || !fits {
                 return false;
             }
-            kept.mut_entries().extend(next.entries.iter().cloned());
+            kept.mut_entries().extend(next.take_entries());
             kept.commit = kept.commit.max(next.commit);
             kept.commit_term = kept.commit_term.max(next.commit_term);
             true
@@ -82,7 +91,7 @@ fn absorb(kept: &mut Message, next: &Message, append_bytes_max: u64) -> bool {
             if kept.reject || next.reject || next.index < kept.index {
                 return false;
             }
-            *kept = next.clone();
+            *kept = std::mem::take(next);
             true
         }
         _ => false,

@@ -383,7 +383,7 @@ impl Transport {
                 append_keepalive(self.itch_sent, &mut outbound.buffer);
                 outbound.frame_ends.push_back(outbound.buffer.len());
             }
-            self.write_out(index);
+            self.write_out(index, now);
         }
     }
 
@@ -480,13 +480,15 @@ impl Transport {
             }
         }
         self.take_handoffs();
+        // One clock read for the pass: when bytes came in or went out, and the idle check.
+        let now = Instant::now();
         for index in 0..self.peers.len() {
-            self.read_in(index);
+            self.read_in(index, now);
             if writable & (1 << index) != 0 {
-                self.write_out(index);
+                self.write_out(index, now);
             }
         }
-        self.close_idle();
+        self.close_idle(now);
     }
 
     fn take_handoffs(&mut self) {
@@ -570,7 +572,7 @@ impl Transport {
     }
 
     /// Write the peer's pending bytes until done or the socket is full.
-    fn write_out(&mut self, index: usize) {
+    fn write_out(&mut self, index: usize, now: Instant) {
         let Some(outbound) = self.peers[index].outbound.as_mut() else {
             return;
         };
@@ -583,7 +585,7 @@ impl Transport {
                 }
                 Ok(n) => {
                     outbound.written += n;
-                    outbound.last_write = Instant::now();
+                    outbound.last_write = now;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -647,7 +649,7 @@ impl Transport {
 
     /// Read whole frames from member `index + 1`'s connection into `received` while there is
     /// room, until a read would block. A bad frame or a failed read closes the connection.
-    fn read_in(&mut self, index: usize) {
+    fn read_in(&mut self, index: usize, now: Instant) {
         let peer = index as u64 + 1;
         let Some(inbound) = self.peers[index].inbound.as_mut() else {
             return;
@@ -663,9 +665,13 @@ impl Transport {
             room,
             &mut self.received,
         );
-        if let Err(why) = outcome {
-            let inbound = self.peers[index].inbound.take().expect("present");
-            self.close_inbound(inbound, peer, &why.to_string());
+        match outcome {
+            Ok(true) => inbound.last_heard = now,
+            Ok(false) => {}
+            Err(why) => {
+                let inbound = self.peers[index].inbound.take().expect("present");
+                self.close_inbound(inbound, peer, &why.to_string());
+            }
         }
     }
 
@@ -676,8 +682,7 @@ impl Transport {
     }
 
     /// Close inbound connections silent for `idle_timeout_ms` (a live member sends heartbeats).
-    fn close_idle(&mut self) {
-        let now = Instant::now();
+    fn close_idle(&mut self, now: Instant) {
         if now.duration_since(self.last_idle_check) < IDLE_CHECK_INTERVAL {
             return;
         }
@@ -698,7 +703,8 @@ impl Transport {
 }
 
 /// The loop over one inbound connection's bytes: frames out of the buffer first, a read when
-/// none is whole, until the socket would block or `received` holds `room` messages.
+/// none is whole, until the socket would block or `received` holds `room` messages. Returns
+/// whether any bytes arrived.
 fn read_frames(
     inbound: &mut InboundConn,
     scratch: &mut [u8],
@@ -707,12 +713,13 @@ fn read_frames(
     frame_bytes_max: u32,
     room: usize,
     received: &mut VecDeque<Inbound>,
-) -> io::Result<()> {
+) -> io::Result<bool> {
     // Each pass decodes a frame or reads; a read that brings nothing ends it.
     let passes_max = room.saturating_mul(2) + 64;
+    let mut heard = false;
     for _ in 0..passes_max {
         if received.len() >= room {
-            return Ok(());
+            return Ok(heard);
         }
         if let Some(len) = next_frame(&mut inbound.buffer, frame_bytes_max)? {
             let frame = inbound.buffer.split_to(4 + len).freeze().slice(4..);
@@ -726,7 +733,7 @@ fn read_frames(
             continue;
         }
         if !inbound.readable {
-            return Ok(());
+            return Ok(heard);
         }
         // Into a scratch buffer and then copied: the frame buffer is never zeroed ahead.
         let got = match inbound.stream.read(scratch) {
@@ -742,11 +749,9 @@ fn read_frames(
         if got == 0 && inbound.readable {
             return Err(invalid("the member closed the connection"));
         }
-        if got > 0 {
-            inbound.last_heard = Instant::now();
-        }
+        heard |= got > 0;
     }
-    Ok(())
+    Ok(heard)
 }
 
 /// Append a keepalive: a frame header (day epoch 0: no message to judge) and no message.
