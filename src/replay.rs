@@ -7,6 +7,7 @@
 
 use crate::exchange::{Exchange, Input, Sink, StateDigest};
 use crate::journal::{JournalError, JournalReader};
+use crate::sequencer::ahead::{AheadError, InputsAhead};
 use crate::sequencer::record::{self, DayHeader, KIND_NOOP, KIND_START_OF_DAY};
 use crate::snapshot::{self, Schedule, Snapshot, StreamPosition};
 use crate::types::{AccountId, Timestamp};
@@ -221,6 +222,18 @@ impl std::fmt::Display for ReplayError {
 
 impl std::error::Error for ReplayError {}
 
+impl From<AheadError> for ReplayError {
+    fn from(e: AheadError) -> Self {
+        match e {
+            AheadError::Journal(e) => ReplayError::Journal(e),
+            AheadError::Record { seq, error } => ReplayError::Record {
+                seq,
+                error: error.0,
+            },
+        }
+    }
+}
+
 impl From<JournalError> for ReplayError {
     fn from(e: JournalError) -> Self {
         ReplayError::Journal(e)
@@ -424,23 +437,9 @@ pub fn replay_with(
     let mut snapshots_written = 0;
     let mut snapshot_encode_max = std::time::Duration::ZERO;
     let mut snapshot_bytes_max = 0;
-    let mut seq = exchange.last_seq().max(from_snapshot.unwrap_or(0));
-    while seq < verified.last_seq {
-        let Some(r) = reader.next()? else { break };
-        seq = r.seq;
-        // A cluster's leader change is not an input: no effect, no output.
-        if r.kind == KIND_NOOP {
-            continue;
-        }
-        let command = record::decode(r.kind, r.payload).map_err(|e| ReplayError::Record {
-            seq: r.seq,
-            error: e.0,
-        })?;
-        let input = Input {
-            seq: r.seq,
-            timestamp: r.timestamp,
-            command,
-        };
+    let start = exchange.last_seq().max(from_snapshot.unwrap_or(0));
+    let mut ahead = InputsAhead::new(reader, start);
+    while let Some(input) = ahead.next(verified.last_seq, &exchange)? {
         match &mut streams {
             Streams::Digest(d) => exchange.apply(&input, d),
             Streams::Count(c) => exchange.apply(&input, c),
@@ -451,11 +450,11 @@ pub fn replay_with(
             progress(inputs);
         }
         if let Some(schedule) = &mut schedule
-            && schedule.due(inputs, r.timestamp)
+            && schedule.due(inputs, input.timestamp)
             && let Streams::Digest(d) = &streams
         {
             let encode_started = std::time::Instant::now();
-            let snap = take(&exchange, d, inputs, r.timestamp, header_digest);
+            let snap = take(&exchange, d, inputs, input.timestamp, header_digest);
             snapshot_encode_max = snapshot_encode_max.max(encode_started.elapsed());
             let (_, bytes) = snapshot::write_atomic(dir, &snap).map_err(ReplayError::Io)?;
             snapshot_bytes_max = snapshot_bytes_max.max(bytes);
@@ -654,5 +653,63 @@ mod tests {
         assert!(a.itch_messages > 40);
         // Everything but the sequence numbers is the same.
         assert_eq!(a.digest_lines()[1..], b.digest_lines()[1..]);
+    }
+
+    /// Counts the hints it is given.
+    #[derive(Default)]
+    struct Hints {
+        first: std::cell::Cell<u64>,
+        deeper: std::cell::Cell<u64>,
+    }
+
+    impl crate::sequencer::ahead::Prefetch for Hints {
+        fn prefetch(&self, _: &Input) {
+            self.first.set(self.first.get() + 1);
+        }
+        fn prefetch_deeper(&self, _: &Input) {
+            self.deeper.set(self.deeper.get() + 1);
+        }
+    }
+
+    /// The inputs read ahead are those read one record at a time, in order, leader changes
+    /// skipped, up to and including the last record asked for and never past it.
+    #[test]
+    fn inputs_read_ahead_are_the_records_in_order() {
+        let temp = tempfile::tempdir().unwrap();
+        journal(temp.path(), true);
+        let mut one_by_one = Vec::new();
+        let mut reader = JournalReader::open(temp.path(), 1).unwrap();
+        while let Some(r) = reader.next().unwrap() {
+            if r.kind != KIND_NOOP {
+                one_by_one.push((r.seq, record::decode(r.kind, r.payload).unwrap()));
+            }
+        }
+        let last_seq = one_by_one.last().unwrap().0 + 1; // a leader change ends the journal
+        for stop in [1, 2, 3, 10, 17, last_seq - 1, last_seq, last_seq + 5] {
+            let hints = Hints::default();
+            let reader = JournalReader::open(temp.path(), 1).unwrap();
+            let mut ahead = InputsAhead::new(reader, 0);
+            let mut got = Vec::new();
+            while let Some(input) = ahead.next(stop, &hints).unwrap() {
+                got.push((input.seq, input.command));
+            }
+            let want: Vec<_> = one_by_one
+                .iter()
+                .filter(|(seq, _)| *seq <= stop)
+                .cloned()
+                .collect();
+            assert_eq!(got, want, "through record {stop}");
+            assert_eq!(
+                ahead.read_seq(),
+                stop.min(last_seq),
+                "read through {stop}, not past it"
+            );
+            assert_eq!(
+                hints.first.get(),
+                want.len() as u64,
+                "one first hint per input"
+            );
+            assert!(hints.deeper.get() >= want.len() as u64);
+        }
     }
 }

@@ -17,6 +17,7 @@ use crate::journal::{
 };
 use crate::limits;
 use crate::marketdata::glimpse::{PendingSnapshot, SnapshotDesk};
+use crate::sequencer::ahead::{AheadError, InputsAhead, Prefetch};
 use crate::sequencer::record::{
     self, DayHeader, KIND_ADMIN, KIND_DISCONNECT, KIND_NOOP, KIND_OUCH, KIND_START_OF_DAY,
     KIND_TICK,
@@ -1017,6 +1018,22 @@ enum Replaying {
     Sharded(Box<Split>),
 }
 
+/// The sharded stages are warmed by nothing: their recovery reads one record at a time.
+impl Prefetch for Replaying {
+    #[inline]
+    fn prefetch(&self, input: &Input) {
+        if let Replaying::Compact(exchange) = self {
+            exchange.prefetch(input);
+        }
+    }
+    #[inline]
+    fn prefetch_deeper(&self, input: &Input) {
+        if let Replaying::Compact(exchange) = self {
+            exchange.prefetch_deeper(input);
+        }
+    }
+}
+
 impl Replaying {
     fn apply<F: FeedOut>(&mut self, input: &Input, streams: &mut Streams<F>) {
         match self {
@@ -1069,34 +1086,42 @@ fn replay_journal<F: FeedOut>(
         return Ok(false);
     }
     let mut reader = JournalReader::open(dir, from_seq).map_err(|e| e.to_string())?;
-    let mut done = from_seq - 1;
-    // From a snapshot the day has started (the snapshot follows its start).
-    let mut day_started = from_seq > 1;
+    let mut read_seq = from_seq - 1;
     let mut applied_day_start = false;
-    while let Some(r) = reader.next().map_err(|e| e.to_string())? {
-        done += 1;
-        if r.kind != KIND_NOOP {
-            if !day_started {
-                check_start_of_day(dir, r.seq, r.kind, r.payload, header)?;
-                day_started = true;
-                applied_day_start = true;
-            }
-            let command = record::decode(r.kind, r.payload)
-                .map_err(|e| format!("journal record {}: {}", r.seq, e.0))?;
-            let input = Input {
-                seq: r.seq,
-                timestamp: r.timestamp,
-                command,
-            };
-            core.apply(&input, streams);
-        }
-        if done.is_multiple_of(1 << 16) {
-            progress(done, last_seq);
-        }
-        if r.seq == last_seq {
+    // From a snapshot the day has started (the snapshot follows its start). From the first
+    // record, the first that is no leader change must start the day: checked as it lies.
+    // Bounded by `last_seq`.
+    while from_seq == 1 && !applied_day_start && read_seq < last_seq {
+        let Some(r) = reader.next().map_err(|e| e.to_string())? else {
             break;
+        };
+        read_seq = r.seq;
+        if r.kind == KIND_NOOP {
+            continue;
+        }
+        check_start_of_day(dir, r.seq, r.kind, r.payload, header)?;
+        let command = record::decode(r.kind, r.payload)
+            .map_err(|e| format!("journal record {}: {}", r.seq, e.0))?;
+        let input = Input {
+            seq: r.seq,
+            timestamp: r.timestamp,
+            command,
+        };
+        core.apply(&input, streams);
+        applied_day_start = true;
+    }
+    let mut inputs = InputsAhead::new(reader, read_seq);
+    let failed = |e| match e {
+        AheadError::Journal(e) => e.to_string(),
+        AheadError::Record { seq, error } => format!("journal record {seq}: {}", error.0),
+    };
+    while let Some(input) = inputs.next(last_seq, core).map_err(failed)? {
+        core.apply(&input, streams);
+        if input.seq.is_multiple_of(1 << 16) {
+            progress(input.seq, last_seq);
         }
     }
+    let done = inputs.read_seq();
     progress(done, last_seq);
     if done != last_seq {
         return Err(format!(

@@ -161,6 +161,43 @@ impl Front {
         }
     }
 
+    /// Warm the cache for `input`'s token lookups before it is applied (see
+    /// [`TokenTable::prefetch`]); changes nothing.
+    #[inline]
+    pub fn prefetch(&self, input: &Input) {
+        let Command::Ouch { account, message } = &input.command else {
+            return;
+        };
+        let Some(table) = self.tokens.get(account.0 as usize) else {
+            return;
+        };
+        match message {
+            Inbound::Enter(o) => table.prefetch(&o.token),
+            Inbound::Cancel(x) => table.prefetch(&x.token),
+            Inbound::Replace(u) => {
+                table.prefetch(&u.existing);
+                table.prefetch(&u.replacement);
+            }
+            Inbound::Modify(_) => {}
+        }
+    }
+
+    /// The second step after [`Self::prefetch`]: the slot array's line of the order a Cancel
+    /// or Replace names; returns its account and (guessed) slot for the shard's next step.
+    #[inline]
+    pub fn prefetch_slot(&self, input: &Input) -> Option<(u16, u32)> {
+        let Command::Ouch { account, message } = &input.command else {
+            return None;
+        };
+        let token = match message {
+            Inbound::Cancel(x) => &x.token,
+            Inbound::Replace(u) => &u.existing,
+            Inbound::Enter(_) | Inbound::Modify(_) => return None,
+        };
+        let table = self.tokens.get(account.0 as usize)?;
+        Some((account.0, table.prefetch_slot(token)?))
+    }
+
     /// A logged-in session was lost without Logout: with cancel on disconnect, its account's
     /// resting orders are canceled (reason `Z`) as by `cancel-all`.
     fn disconnect<L: FrontLink>(

@@ -171,6 +171,22 @@ impl Exchange {
         (books, tokens)
     }
 
+    /// Warm the cache for an input that will be applied soon (a few inputs ahead: replay,
+    /// recovery and batches know theirs). A hint only: state and outputs are unchanged.
+    #[inline]
+    pub fn prefetch(&self, input: &Input) {
+        self.front.prefetch(input);
+    }
+
+    /// The second step, a few inputs after [`Self::prefetch`] (whose lines are loaded by
+    /// then): the token's slot and the shard's live-order entry. A hint only.
+    #[inline]
+    pub fn prefetch_deeper(&self, input: &Input) {
+        if let Some((account, slot)) = self.front.prefetch_slot(input) {
+            self.shard.prefetch_live(account, slot);
+        }
+    }
+
     /// Apply one sequenced input, sending its outputs to `sink` in order.
     #[inline]
     pub fn apply<S: Sink>(&mut self, input: &Input, sink: &mut S) -> Outcome {

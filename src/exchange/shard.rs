@@ -184,6 +184,16 @@ impl Shard {
     }
 
     /// The live order of `account` recorded in `slot` with `token`, if it still rests.
+    /// Ask the cache for the live-order entry of `account`'s token `slot` (see
+    /// [`super::Exchange::prefetch_deeper`]); an out-of-range guess is ignored.
+    #[inline]
+    pub(crate) fn prefetch_live(&self, account: u16, slot: u32) {
+        let at = account as usize * self.tokens_per_account + slot as usize;
+        if let Some(entry) = self.live.get(at) {
+            super::tokens::prefetch_line(entry);
+        }
+    }
+
     pub(crate) fn live_order(
         &self,
         account: AccountId,

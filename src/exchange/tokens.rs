@@ -25,6 +25,19 @@
 
 use crate::types::Token;
 
+/// A hint to load the cache line holding `p`; never faults, changes nothing observable.
+#[inline(always)]
+pub(crate) fn prefetch_line<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint: it does not dereference `p` in the language's sense and
+    // never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Fixed seeds: the core reads no randomness.
 const SEED_LOW: u64 = 0x626f_7572_7365_2131;
 const SEED_HIGH: u64 = 0x243f_6a88_85a3_08d3;
@@ -32,17 +45,24 @@ const SEED_HIGH: u64 = 0x243f_6a88_85a3_08d3;
 /// A token's hash: bytes 0..8 and 6..14 as little-endian words, folded by a 128-bit multiply.
 #[inline]
 pub(crate) fn token_hash(token: &Token) -> u64 {
-    let b = &token.0;
-    let low = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
-    let high = u64::from_le_bytes([b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13]]);
+    // Two unaligned 8-byte loads (indexing byte by byte made the compiler assemble each
+    // word from eight loads and shifts: ~30 instructions a hash).
+    let (low, high) = (token.0.first_chunk::<8>(), token.0.last_chunk::<8>());
+    let (low, high) = (
+        u64::from_le_bytes(*low.unwrap()),
+        u64::from_le_bytes(*high.unwrap()),
+    );
     let full = u128::from(low ^ SEED_LOW) * u128::from(high ^ SEED_HIGH);
     (full as u64) ^ ((full >> 64) as u64)
 }
 
-/// A lookup that missed: the token's hash, to insert it with.
+/// A lookup that missed: the token's hash, to insert it with, and the empty bucket the probe
+/// ended at, valid while the index has not changed since (`changes` says).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Vacant {
     hash: u64,
+    at: usize,
+    changes: u64,
 }
 
 /// What the front knows of a token used today.
@@ -152,6 +172,9 @@ pub(crate) struct TokenTable {
     /// Slots of voided tokens, reused before new ones (at most the pending count).
     free: Vec<u32>,
     limit: usize,
+    /// Bumped whenever a bucket is written: a [`Vacant`] taken before the last change must
+    /// probe again (inline, a Replace's insert follows its lookup with no change between).
+    changes: u64,
 }
 
 impl TokenTable {
@@ -165,6 +188,7 @@ impl TokenTable {
             entries: Vec::with_capacity(limit),
             free: Vec::with_capacity(limit),
             limit,
+            changes: 0,
         };
         table.prefault();
         table
@@ -215,8 +239,36 @@ impl TokenTable {
                 let slot = slot_in(self.buckets[at]);
                 Ok((slot, self.entries[slot as usize].state()))
             }
-            Err(_) => Err(Vacant { hash }),
+            Err(at) => Err(Vacant {
+                hash,
+                at,
+                changes: self.changes,
+            }),
         }
+    }
+
+    /// Ask the cache for `token`'s home bucket ahead of its lookup (replay and batches know
+    /// their next inputs): a table of a day's tokens is far larger than the cache, and the
+    /// bucket's miss is most of a lookup's time. No effect on the table's state.
+    #[inline]
+    pub fn prefetch(&self, token: &Token) {
+        let at = token_hash(token) as usize & self.mask;
+        prefetch_line(self.buckets.as_ptr().wrapping_add(at));
+    }
+
+    /// The second step after [`Self::prefetch`] (once the bucket is loaded): ask for the
+    /// slot of the token in its home bucket, and return that slot, if the tag there matches.
+    /// A guess for the cache only (the token is not compared, later buckets not probed).
+    #[inline]
+    pub fn prefetch_slot(&self, token: &Token) -> Option<u32> {
+        let hash = token_hash(token);
+        let bucket = self.buckets[hash as usize & self.mask];
+        if bucket == 0 || bucket & TAG_MASK != hash & TAG_MASK {
+            return None;
+        }
+        let slot = slot_in(bucket);
+        prefetch_line(self.entries.as_ptr().wrapping_add(slot as usize));
+        Some(slot)
     }
 
     /// The bucket holding `token` (`Ok`), or the first empty one on its probe path (`Err`).
@@ -259,8 +311,8 @@ impl TokenTable {
     /// there is room.
     #[cfg(test)]
     pub fn insert(&mut self, token: Token, state: TokenState) -> u32 {
-        let vacant = Vacant {
-            hash: token_hash(&token),
+        let Err(vacant) = self.lookup(&token) else {
+            panic!("token recorded twice");
         };
         self.insert_vacant(vacant, token, state)
     }
@@ -280,8 +332,14 @@ impl TokenTable {
         assert!(!self.is_full(), "token table full (caller must check)");
         assert!(state != TokenState::Void);
         debug_assert_eq!(vacant.hash, token_hash(&token));
-        let Err(at) = self.position(vacant.hash, &token) else {
-            panic!("token recorded twice");
+        let at = if vacant.changes == self.changes {
+            debug_assert_eq!(self.position(vacant.hash, &token), Err(vacant.at));
+            vacant.at
+        } else {
+            let Err(at) = self.position(vacant.hash, &token) else {
+                panic!("token recorded twice");
+            };
+            at
         };
         let slot = match self.free.pop() {
             Some(slot) => {
@@ -295,6 +353,7 @@ impl TokenTable {
             }
         };
         self.buckets[at] = bucket_of(vacant.hash, slot);
+        self.changes += 1;
         slot
     }
 
@@ -338,6 +397,7 @@ impl TokenTable {
     /// Empty bucket `hole` and shift back the buckets after it that may move (linear
     /// probing's deletion: every token stays reachable from its home bucket, no tombstone).
     fn remove_at(&mut self, mut hole: usize) {
+        self.changes += 1;
         self.buckets[hole] = 0;
         let mut at = hole;
         // Bounded: the index always has an empty bucket, which ends the run.
@@ -521,6 +581,7 @@ impl TokenTable {
             let bucket = self.buckets[at];
             if bucket == 0 {
                 self.buckets[at] = bucket_of(hash, slot);
+                self.changes += 1;
                 return Ok(());
             }
             if bucket & TAG_MASK == tag
@@ -596,6 +657,33 @@ mod tests {
             t.sorted_entries().iter().map(|e| e.1).collect::<Vec<_>>(),
             [tok("B"), tok("a"), tok("c"), tok("d")]
         );
+    }
+
+    /// A miss remembers the empty bucket it ended at; once another token has taken that
+    /// bucket (the sharded front records tokens between a lookup and its insert), the insert
+    /// must probe again rather than overwrite it.
+    #[test]
+    fn an_insert_after_the_index_changed_probes_again() {
+        let mut t = TokenTable::new(16);
+        let home = |t: &TokenTable, s: &str| token_hash(&tok(s)) as usize & t.mask;
+        let Err(vacant) = t.lookup(&tok("late")) else {
+            panic!("not recorded yet");
+        };
+        // A token with the same home bucket, recorded in between, takes that bucket.
+        let rival = (0..10_000)
+            .map(|n| format!("r{n}"))
+            .find(|s| home(&t, s) == home(&t, "late"))
+            .expect("some token shares the home bucket");
+        let r = t.insert(tok(&rival), TokenState::Routed(0));
+        let l = t.insert_vacant(vacant, tok("late"), TokenState::Routed(0));
+        assert_eq!(t.get(&tok(&rival)), Some((r, TokenState::Routed(0))));
+        assert_eq!(t.get(&tok("late")), Some((l, TokenState::Routed(0))));
+        // Without a change in between, the remembered bucket is used (and is the right one).
+        let Err(vacant) = t.lookup(&tok("next")) else {
+            panic!("not recorded yet");
+        };
+        let n = t.insert_vacant(vacant, tok("next"), TokenState::Unrouted);
+        assert_eq!(t.get(&tok("next")), Some((n, TokenState::Unrouted)));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! sequence number and a timestamp (ns since midnight UTC of the journal's day), appends it to
 //! the journal and hands it on. Time-driven inputs (TIF expiry ticks) enter here too.
 
+pub mod ahead;
 pub mod record;
 
 use crate::journal::{DurabilityGate, JournalWriter};
