@@ -1018,7 +1018,8 @@ enum Replaying {
     Sharded(Box<Split>),
 }
 
-/// The sharded stages are warmed by nothing: their recovery reads one record at a time.
+/// Only the compact layout takes the hints; the sharded stages (replayed split on this thread)
+/// get their inputs ahead all the same, unwarmed.
 impl Prefetch for Replaying {
     #[inline]
     fn prefetch(&self, input: &Input) {
