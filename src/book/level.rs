@@ -86,6 +86,17 @@ impl Levels {
         self.free_head = index;
     }
 
+    /// Move an empty level in use to another price (as closing and opening it would).
+    pub fn reprice(&mut self, index: u32, price: Price) {
+        let level = &mut self.levels[index as usize];
+        assert!(
+            level.is_empty() && level.total_shares == 0,
+            "repricing a level that still holds orders"
+        );
+        debug_assert!(level.heads == [NIL; 2] && level.tails == [NIL; 2]);
+        level.price = price;
+    }
+
     #[inline]
     pub fn get(&self, index: u32) -> &Level {
         &self.levels[index as usize]
