@@ -135,6 +135,7 @@ impl<T: Copy + Default> OrderBook<T> {
     }
 
     /// Would an order on `taker_side` at `limit` execute against anything resting?
+    #[inline]
     pub fn crosses(&self, taker_side: Side, limit: Price) -> bool {
         self.best_price(taker_side.opposite())
             .is_some_and(|price| acceptable(taker_side, limit, price))
@@ -165,6 +166,7 @@ impl<T: Copy + Default> OrderBook<T> {
 
     /// Room to rest a replacement at `price` once `old` (same side) has been removed: its
     /// slot comes free, and its level too when it is that level's only order.
+    #[inline]
     pub fn can_rest_replacing(&self, old: OrderHandle, side: Side, price: Price) -> bool {
         let slot = self.pool.get(old.0);
         assert!(

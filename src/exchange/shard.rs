@@ -203,6 +203,7 @@ impl Shard {
     }
 
     /// [`Self::live_order`] with what the book holds of it.
+    #[inline]
     fn live_view(
         &self,
         account: AccountId,
@@ -356,6 +357,7 @@ impl Shard {
         }
     }
 
+    #[inline]
     fn arrival(e: &Entry) -> validate::Arrival {
         validate::Arrival {
             side: e.side,
@@ -368,6 +370,7 @@ impl Shard {
     }
 
     /// Rejected `O` for room: see [`validate::would_not_fit`].
+    #[inline]
     fn would_not_fit(&self, e: &Entry, replacing: Option<OrderHandle>) -> bool {
         let stp = self.accounts[e.account.0 as usize].stp;
         let own = |r: &Resting| r.account == e.account.0;
@@ -375,6 +378,7 @@ impl Shard {
     }
 
     /// Accepted with state `D`: see [`validate::dead_on_arrival`].
+    #[inline]
     fn dead_on_arrival(&self, e: &Entry) -> bool {
         validate::dead_on_arrival(self.book(e.symbol), &Self::arrival(e))
     }
@@ -738,6 +742,7 @@ impl Shard {
 
     /// ITCH `U` only when old and new are displayed with the same attribution and the
     /// replacement rests without executing (DESIGN.md 4).
+    #[inline]
     fn publish_as_itch_replace(&self, old: &Resting, new: &Entry, dead: bool) -> bool {
         let attributed = |d: u8| d == b'A';
         !dead
