@@ -216,7 +216,8 @@ impl Shard {
             return None;
         }
         let order = self.book(symbol).get_live(OrderHandle(handle))?;
-        (order.payload.account == account.0 && order.payload.token == *token).then_some(order)
+        (order.payload.account == account.0 && same_token(&order.payload.token, token))
+            .then_some(order)
     }
 
     /// Restore shares an account executed today (a state snapshot); false if the account
@@ -665,7 +666,7 @@ impl Shard {
             return false;
         };
         entry.slot = slot;
-        self.enter_replacement(ts, entry, &old, dead, out);
+        self.enter_replacement(ts, &entry, &old, dead, out);
         true
     }
 
@@ -690,12 +691,12 @@ impl Shard {
     fn enter_replacement<O: ShardOut>(
         &mut self,
         ts: Timestamp,
-        entry: Entry,
+        entry: &Entry,
         old: &OldOrder,
         dead: bool,
         out: &mut O,
     ) {
-        debug_assert_eq!(dead, self.dead_on_arrival(&entry));
+        debug_assert_eq!(dead, self.dead_on_arrival(entry));
         let exposure = entry.shares;
         let replaced = |feed| ShardEvent::Replaced {
             old_slot: old.handle.0,
@@ -706,9 +707,9 @@ impl Shard {
             feed,
         };
         // Whether it crosses does not depend on the old order (see `replace`).
-        if self.publish_as_itch_replace(&old.resting, &entry, dead) {
+        if self.publish_as_itch_replace(&old.resting, entry, dead) {
             self.left(entry.account.0, old.leaves, true);
-            let handle = self.rest_replacing(ts, &entry, old.handle);
+            let handle = self.rest_replacing(ts, entry, old.handle);
             out.event(replaced(ReplaceFeed::Replace { new_slot: handle.0 }));
             return;
         }
@@ -721,7 +722,7 @@ impl Shard {
         };
         out.event(replaced(feed));
         if !dead {
-            self.execute_and_rest(ts, entry, out);
+            self.execute_and_rest(ts, *entry, out);
         }
     }
 
@@ -849,10 +850,37 @@ impl Shard {
     }
 }
 
+/// `a == b` as two overlapping 8-byte words (bytes 0..8 and 6..14), about half the
+/// instructions of the derived 14-byte comparison on every cancel and replace.
+#[inline]
+fn same_token(a: &Token, b: &Token) -> bool {
+    let word = |t: &Token, at: usize| {
+        u64::from_ne_bytes(t.0[at..at + 8].try_into().expect("a token has 14 bytes"))
+    };
+    word(a, 0) == word(b, 0) && word(a, 6) == word(b, 6)
+}
+
 fn market_state(m: Market) -> MarketState {
     MarketState {
         halted: m.halted,
         closed: m.closed,
         blocked: m.blocked,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_token_is_token_equality_at_every_byte() {
+        let base = Token::from_str_padded("ABCDEFGHIJKLMN").expect("14 bytes");
+        assert!(same_token(&base, &base));
+        for at in 0..14 {
+            let mut other = base;
+            other.0[at] ^= 0x20;
+            assert!(!same_token(&base, &other), "byte {at}");
+            assert!(!same_token(&other, &base), "byte {at}");
+        }
     }
 }
