@@ -347,8 +347,9 @@ impl Shard {
                 capacity: validate::normalize_capacity(o.capacity),
             },
         };
-        let dead = self.dead_on_arrival(&entry);
-        if !dead && self.would_not_fit(&entry, None) {
+        let book = self.book(symbol);
+        let dead = Self::dead_on_arrival(book, &entry);
+        if !dead && self.would_not_fit(book, &entry, None) {
             out.event(ShardEvent::Rejected { reason: why::OTHER });
             return;
         }
@@ -372,16 +373,21 @@ impl Shard {
 
     /// Rejected `O` for room: see [`validate::would_not_fit`].
     #[inline]
-    fn would_not_fit(&self, e: &Entry, replacing: Option<OrderHandle>) -> bool {
+    fn would_not_fit(
+        &self,
+        book: &OrderBook<Resting>,
+        e: &Entry,
+        replacing: Option<OrderHandle>,
+    ) -> bool {
         let stp = self.accounts[e.account.0 as usize].stp;
         let own = |r: &Resting| r.account == e.account.0;
-        validate::would_not_fit(self.book(e.symbol), &Self::arrival(e), replacing, stp, own)
+        validate::would_not_fit(book, &Self::arrival(e), replacing, stp, own)
     }
 
     /// Accepted with state `D`: see [`validate::dead_on_arrival`].
     #[inline]
-    fn dead_on_arrival(&self, e: &Entry) -> bool {
-        validate::dead_on_arrival(self.book(e.symbol), &Self::arrival(e))
+    fn dead_on_arrival(book: &OrderBook<Resting>, e: &Entry) -> bool {
+        validate::dead_on_arrival(book, &Self::arrival(e))
     }
 
     /// Execute a live order against the book, then cancel an IOC remainder or rest the rest.
@@ -654,19 +660,22 @@ impl Shard {
                 ..old.resting
             },
         };
-        // The replacement's deadness depends on the book without the old order, which is on
-        // the other side (an order never crosses its own book): the same before and after.
-        let dead = self.dead_on_arrival(&entry);
-        if !dead && self.would_not_fit(&entry, Some(old.handle)) {
+        // The replacement's deadness, and whether it crosses, depend on the book without
+        // the old order, which is on the other side (an order never crosses its own book):
+        // the same before and after.
+        let book = self.book(symbol);
+        let dead = Self::dead_on_arrival(book, &entry);
+        if !dead && self.would_not_fit(book, &entry, Some(old.handle)) {
             out.event(ShardEvent::Rejected { reason: why::OTHER });
             return !tokens_full;
         }
+        let quiet = Self::publish_as_itch_replace(book, &old.resting, &entry, dead);
         let Some(slot) = replacement_slot else {
             out.event(ShardEvent::Rejected { reason: why::OTHER });
             return false;
         };
         entry.slot = slot;
-        self.enter_replacement(ts, &entry, &old, dead, out);
+        self.enter_replacement(ts, &entry, &old, dead, quiet, out);
         true
     }
 
@@ -687,16 +696,17 @@ impl Shard {
     }
 
     /// Outcome 4: take the old order off the book and enter the replacement (`entry`, its
-    /// exposure as shares) with new priority.
+    /// exposure as shares) with new priority; `quiet`: it is published as an ITCH `U`.
     fn enter_replacement<O: ShardOut>(
         &mut self,
         ts: Timestamp,
         entry: &Entry,
         old: &OldOrder,
         dead: bool,
+        quiet: bool,
         out: &mut O,
     ) {
-        debug_assert_eq!(dead, self.dead_on_arrival(entry));
+        debug_assert_eq!(dead, Self::dead_on_arrival(self.book(entry.symbol), entry));
         let exposure = entry.shares;
         let replaced = |feed| ShardEvent::Replaced {
             old_slot: old.handle.0,
@@ -706,8 +716,7 @@ impl Shard {
             dead,
             feed,
         };
-        // Whether it crosses does not depend on the old order (see `replace`).
-        if self.publish_as_itch_replace(&old.resting, entry, dead) {
+        if quiet {
             self.left(entry.account.0, old.leaves, true);
             let handle = self.rest_replacing(ts, entry, old.handle);
             out.event(replaced(ReplaceFeed::Replace { new_slot: handle.0 }));
@@ -744,14 +753,19 @@ impl Shard {
     /// ITCH `U` only when old and new are displayed with the same attribution and the
     /// replacement rests without executing (DESIGN.md 4).
     #[inline]
-    fn publish_as_itch_replace(&self, old: &Resting, new: &Entry, dead: bool) -> bool {
+    fn publish_as_itch_replace(
+        book: &OrderBook<Resting>,
+        old: &Resting,
+        new: &Entry,
+        dead: bool,
+    ) -> bool {
         let attributed = |d: u8| d == b'A';
         !dead
             && old.displayed()
             && new.resting.displayed()
             && attributed(old.display) == attributed(new.resting.display)
             && new.tif != validate::TIF_IOC
-            && !self.book(new.symbol).crosses(new.side, new.price)
+            && !book.crosses(new.side, new.price)
     }
 
     // ---- sweeps and snapshots ----------------------------------------------------------
