@@ -124,6 +124,7 @@ impl Levels {
     }
 
     /// Unlink an order slot from its queue; its shares leave the level totals.
+    #[inline]
     pub fn unlink<T: Copy + Default>(&mut self, pool: &mut Pool<T>, order: u32) {
         let (prev, next, index, hidden, leaves) = {
             let s = pool.get(order);
