@@ -203,7 +203,6 @@ impl Shard {
     }
 
     /// [`Self::live_order`] with what the book holds of it.
-    #[inline]
     fn live_view(
         &self,
         account: AccountId,
@@ -211,11 +210,23 @@ impl Shard {
         token: &Token,
         symbol: u16,
     ) -> Option<OrderView<'_, Resting>> {
+        self.live_in(self.book(symbol), account, slot, token)
+    }
+
+    /// [`Self::live_view`] in `book`, the book of the order's symbol.
+    #[inline]
+    fn live_in<'b>(
+        &self,
+        book: &'b OrderBook<Resting>,
+        account: AccountId,
+        slot: u32,
+        token: &Token,
+    ) -> Option<OrderView<'b, Resting>> {
         let handle = self.live[account.0 as usize * self.tokens_per_account + slot as usize];
         if handle == NO_HANDLE {
             return None;
         }
-        let order = self.book(symbol).get_live(OrderHandle(handle))?;
+        let order = book.get_live(OrderHandle(handle))?;
         (order.payload.account == account.0 && same_token(&order.payload.token, token))
             .then_some(order)
     }
@@ -618,7 +629,9 @@ impl Shard {
         else {
             unreachable!("a replace command");
         };
-        let Some(old) = self.live_view(account, existing_slot, &u.existing, symbol) else {
+        // Every check before the book changes reads this one book.
+        let book = self.book(symbol);
+        let Some(old) = self.live_in(book, account, existing_slot, &u.existing) else {
             self.ignored = Some("replace of an order that is not live"); // outcome 1
             return false;
         };
@@ -663,7 +676,6 @@ impl Shard {
         // The replacement's deadness, and whether it crosses, depend on the book without
         // the old order, which is on the other side (an order never crosses its own book):
         // the same before and after.
-        let book = self.book(symbol);
         let dead = Self::dead_on_arrival(book, &entry);
         if !dead && self.would_not_fit(book, &entry, Some(old.handle)) {
             out.event(ShardEvent::Rejected { reason: why::OTHER });
@@ -681,6 +693,7 @@ impl Shard {
 
     /// A Replace that would take the account over a limit is invalid (outcome 2): its chain
     /// total counts in place of the old order's leaves (DESIGN.md 4a).
+    #[inline]
     fn replace_within_limits(
         &self,
         account: AccountId,
