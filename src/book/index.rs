@@ -225,15 +225,16 @@ impl SideIndex {
         let new_best = self.best.level == NIL || key > self.best.key;
         // A key on a band slot is on the lattice once the step is known: no gcd (divisions)
         // on the common path.
-        let slot = self.band_slot(key);
+        let mut slot = self.band_slot(key);
         let unit_changed = (slot.is_none() || self.unit == 0) && self.learn(key);
         if unit_changed || (self.band_len == 0 && slot.is_none()) {
             self.relayout(if new_best { key } else { self.best.key });
+            slot = self.band_slot(key);
         }
         if new_best {
             self.best = Rung { key, level };
         }
-        match self.band_slot(key) {
+        match slot {
             Some(slot) => self.band_set(slot, level),
             None => {
                 let at = self

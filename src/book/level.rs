@@ -86,6 +86,17 @@ impl Levels {
         self.free_head = index;
     }
 
+    /// Move an empty level in use to another price (as closing and opening it would).
+    pub fn reprice(&mut self, index: u32, price: Price) {
+        let level = &mut self.levels[index as usize];
+        assert!(
+            level.is_empty() && level.total_shares == 0,
+            "repricing a level that still holds orders"
+        );
+        debug_assert!(level.heads == [NIL; 2] && level.tails == [NIL; 2]);
+        level.price = price;
+    }
+
     #[inline]
     pub fn get(&self, index: u32) -> &Level {
         &self.levels[index as usize]
@@ -113,6 +124,7 @@ impl Levels {
     }
 
     /// Unlink an order slot from its queue; its shares leave the level totals.
+    #[inline]
     pub fn unlink<T: Copy + Default>(&mut self, pool: &mut Pool<T>, order: u32) {
         let (prev, next, index, hidden, leaves) = {
             let s = pool.get(order);

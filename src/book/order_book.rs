@@ -135,6 +135,7 @@ impl<T: Copy + Default> OrderBook<T> {
     }
 
     /// Would an order on `taker_side` at `limit` execute against anything resting?
+    #[inline]
     pub fn crosses(&self, taker_side: Side, limit: Price) -> bool {
         self.best_price(taker_side.opposite())
             .is_some_and(|price| acceptable(taker_side, limit, price))
@@ -165,6 +166,7 @@ impl<T: Copy + Default> OrderBook<T> {
 
     /// Room to rest a replacement at `price` once `old` (same side) has been removed: its
     /// slot comes free, and its level too when it is that level's only order.
+    #[inline]
     pub fn can_rest_replacing(&self, old: OrderHandle, side: Side, price: Price) -> bool {
         let slot = self.pool.get(old.0);
         assert!(
@@ -290,6 +292,74 @@ impl<T: Copy + Default> OrderBook<T> {
         OrderHandle(index)
     }
 
+    /// Take `old` off the book and rest its replacement on the same side at the tail of
+    /// `price`'s queue: the book [`Self::remove`] then [`Self::insert`] would leave, in one
+    /// step. Those would free `old`'s slot and hand it straight back (the free lists are
+    /// last in, first out), and its level too when it empties and `price` needs a new one;
+    /// here they stay taken, which spares rewriting them twice. Returns the replacement's
+    /// handle: `old`'s slot. The caller checked [`Self::can_rest_replacing`].
+    pub fn replace(
+        &mut self,
+        old: OrderHandle,
+        price: Price,
+        shares: u32,
+        hidden: bool,
+        deadline_ms: u32,
+        payload: T,
+    ) -> OrderHandle {
+        let slot = *self.pool.get(old.0);
+        assert!(slot.live, "stale order handle {}", old.0);
+        assert!(shares > 0, "resting an empty order");
+        assert!(
+            !self.crosses(slot.side, price),
+            "resting an order that crosses the book"
+        );
+        self.levels.unlink(&mut self.pool, old.0);
+        if slot.deadline_ms > 0 {
+            self.wheel.unlink(&mut self.pool, old.0);
+        }
+        let level = self.level_replacing(slot.side, slot.level, price);
+        {
+            let slot = self.pool.get_mut(old.0);
+            slot.leaves = shares;
+            slot.hidden = hidden;
+            slot.deadline_ms = deadline_ms;
+            slot.payload = payload;
+        }
+        self.levels.push_back(&mut self.pool, level, old.0);
+        if deadline_ms > 0 {
+            self.wheel.link(&mut self.pool, old.0);
+        }
+        old
+    }
+
+    /// The level for `price` on `side` once an order has left `old_level` there: as
+    /// closing an emptied `old_level` and then [`Self::level_for`] would give, except that
+    /// an emptied level is kept when `price` is its own or takes `price` when that needs a
+    /// new level (the level free list would hand it back first).
+    fn level_replacing(&mut self, side: Side, old_level: u32, price: Price) -> u32 {
+        let old_price = self.levels.get(old_level).price;
+        if !self.levels.get(old_level).is_empty() {
+            return self.level_for(side, price);
+        }
+        if old_price == price {
+            return old_level;
+        }
+        let index = &mut self.sides[side_index(side)];
+        let removed = index.remove(old_price);
+        assert_eq!(
+            removed, old_level,
+            "price index out of step with the levels"
+        );
+        if let Some(level) = index.find(price) {
+            self.levels.close(old_level);
+            return level;
+        }
+        self.levels.reprice(old_level, price);
+        index.insert(price, old_level);
+        old_level
+    }
+
     fn level_for(&mut self, side: Side, price: Price) -> u32 {
         let index = &mut self.sides[side_index(side)];
         if let Some(level) = index.find(price) {
@@ -303,6 +373,19 @@ impl<T: Copy + Default> OrderBook<T> {
     pub fn get(&self, handle: OrderHandle) -> OrderView<'_, T> {
         let slot = self.pool.get(handle.0);
         assert!(slot.live, "stale order handle {}", handle.0);
+        self.view(handle, slot)
+    }
+
+    /// The order in `handle`'s slot, or None if the slot is free (the handle went stale).
+    #[inline]
+    pub fn get_live(&self, handle: OrderHandle) -> Option<OrderView<'_, T>> {
+        let slot = self.pool.slots.get(handle.0 as usize)?;
+        slot.live.then(|| self.view(handle, slot))
+    }
+
+    /// The view of a live slot (`slot` is `handle`'s).
+    #[inline]
+    fn view<'a>(&'a self, handle: OrderHandle, slot: &'a Slot<T>) -> OrderView<'a, T> {
         OrderView {
             handle,
             side: slot.side,
@@ -312,12 +395,6 @@ impl<T: Copy + Default> OrderBook<T> {
             deadline_ms: slot.deadline_ms,
             payload: &slot.payload,
         }
-    }
-
-    /// The order in `handle`'s slot, or None if the slot is free (the handle went stale).
-    pub fn get_live(&self, handle: OrderHandle) -> Option<OrderView<'_, T>> {
-        let slot = self.pool.slots.get(handle.0 as usize)?;
-        slot.live.then(|| self.get(handle))
     }
 
     pub fn payload_mut(&mut self, handle: OrderHandle) -> &mut T {

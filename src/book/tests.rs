@@ -356,6 +356,15 @@ mod reference {
         Drift {
             by: i32,
         },
+        /// Replace a live order by one on its side at `price` (when it fits and does not
+        /// cross), expiring at `deadline_ms` (0: never).
+        Replace {
+            nth: usize,
+            price: u32,
+            shares: u32,
+            hidden: bool,
+            deadline_ms: u32,
+        },
     }
 
     /// Prices: near a drifting centre (in a tick of 100 or 1), or anywhere.
@@ -368,11 +377,25 @@ mod reference {
         prop_oneof![
             6 => (any::<bool>(), price.clone(), 1u32..500, proptest::bool::weighted(0.2))
                 .prop_map(|(buy, price, shares, hidden)| Op::Limit { buy, price, shares, hidden }),
-            2 => (any::<bool>(), proptest::option::weighted(0.8, price), 1u32..1500)
+            2 => (any::<bool>(), proptest::option::weighted(0.8, price.clone()), 1u32..1500)
                 .prop_map(|(buy, price, shares)| Op::Take { buy, price, shares }),
             3 => any::<usize>().prop_map(|nth| Op::Cancel { nth }),
             1 => (any::<usize>(), 0u32..400).prop_map(|(nth, leaves)| Op::Reduce { nth, leaves }),
             1 => (-3_000i32..3_000).prop_map(|by| Op::Drift { by }),
+            4 => (
+                any::<usize>(),
+                price,
+                1u32..500,
+                proptest::bool::weighted(0.2),
+                prop_oneof![Just(0u32), 1_000u32..20_000],
+            )
+                .prop_map(|(nth, price, shares, hidden, deadline_ms)| Op::Replace {
+                    nth,
+                    price,
+                    shares,
+                    hidden,
+                    deadline_ms,
+                }),
         ]
     }
 
@@ -405,7 +428,32 @@ mod reference {
         assert_eq!(book.order_count() as usize, model.handles.len());
     }
 
-    fn run(ops: &[Op]) {
+    /// What the book shows of its orders after an op: (payload, handle, price, leaves,
+    /// hidden, deadline) in priority order, bids then asks.
+    type Seen = Vec<(u32, u32, u32, u32, bool, u32)>;
+
+    fn seen(book: &OrderBook<u32>) -> Seen {
+        let mut out = Vec::new();
+        for side in [Side::Buy, Side::Sell] {
+            book.for_each_order(side, |o| {
+                out.push((
+                    *o.payload,
+                    o.handle.0,
+                    o.price.0,
+                    o.leaves,
+                    o.hidden,
+                    o.deadline_ms,
+                ))
+            });
+        }
+        out
+    }
+
+    /// Run `ops` against the book and the reference; a replace is [`OrderBook::replace`]
+    /// (`fused`) or a remove then an insert. Returns what the book showed after each op, then
+    /// the order its expiring orders expire in.
+    fn run(ops: &[Op], fused: bool) -> (Vec<Seen>, Vec<u32>) {
+        let mut trace = Vec::new();
         let config = BookConfig {
             order_capacity: ORDERS,
             level_capacity: LEVELS,
@@ -515,9 +563,56 @@ mod reference {
                         .wrapping_add_signed(by * 100)
                         .clamp(10_000, 100_000_000);
                 }
+                Op::Replace {
+                    nth,
+                    price,
+                    shares,
+                    hidden,
+                    deadline_ms,
+                } => {
+                    let Some((&old_tag, &h)) =
+                        model.handles.iter().nth(nth % model.handles.len().max(1))
+                    else {
+                        continue;
+                    };
+                    let side = book.get(h).side;
+                    let price = resolve(price, centre);
+                    if book.crosses(side, Price(price))
+                        || !book.can_rest_replacing(h, side, Price(price))
+                    {
+                        continue;
+                    }
+                    let tag = model.next_tag;
+                    model.next_tag += 1;
+                    model.set_leaves(old_tag, 0);
+                    let new = if fused {
+                        book.replace(h, Price(price), shares, hidden, deadline_ms, tag)
+                    } else {
+                        book.remove(h);
+                        book.insert(side, Price(price), shares, hidden, deadline_ms, tag)
+                    };
+                    assert_eq!(new, h, "the replacement takes the old order's slot");
+                    model.handles.insert(tag, new);
+                    let q = model.levels.entry((side_code(side), price)).or_default();
+                    let queue = if hidden {
+                        &mut q.hidden
+                    } else {
+                        &mut q.displayed
+                    };
+                    queue.push_back((tag, shares));
+                }
             }
             check(&book, &model);
+            trace.push(seen(&book));
         }
+        let mut expired = Vec::new();
+        for _ in 0..ORDERS {
+            let Some(removal) = book.expire_next(u32::MAX) else {
+                break;
+            };
+            expired.push(removal.payload);
+        }
+        (trace, expired)
     }
 
     proptest! {
@@ -527,7 +622,8 @@ mod reference {
         fn book_with_a_tiny_band_matches_the_reference(
             ops in proptest::collection::vec(op(), 1..250),
         ) {
-            run(&ops);
+            let fused = run(&ops, true);
+            prop_assert_eq!(fused, run(&ops, false));
         }
     }
 }

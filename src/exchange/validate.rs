@@ -210,6 +210,7 @@ pub(crate) struct Arrival {
 /// rest — no exposure; a post-only order that would execute against any resting order; an IOC
 /// that can execute nothing, or less than its minimum (it can execute at most its own shares,
 /// so a replacement whose exposure is below its minimum is dead too).
+#[inline]
 pub(crate) fn dead_on_arrival<T: Copy + Default>(
     book: &crate::book::OrderBook<T>,
     a: &Arrival,
@@ -232,6 +233,7 @@ pub(crate) fn dead_on_arrival<T: Copy + Default>(
 /// first (its slot, and maybe its level, come free). Orders that execute in full or are IOC
 /// never need room. `stp` is the taker's self-trade prevention and `own` tells its account's
 /// resting orders: they decide how much of the book fills it (see [`would_rest`]).
+#[inline]
 pub(crate) fn would_not_fit<T: Copy + Default>(
     book: &crate::book::OrderBook<T>,
     a: &Arrival,
@@ -253,7 +255,9 @@ pub(crate) fn would_not_fit<T: Copy + Default>(
 /// resting orders do what its self-trade prevention says (DESIGN.md 4a): `decrement` takes
 /// shares off it as a trade would; `cancel-oldest` removes them without filling it (so
 /// they count for nothing); `cancel-newest` and `cancel-both` stop it at the first one, and
-/// then nothing rests. Only asked when the book has no room, so the walk is off the hot path.
+/// then nothing rests. Only asked when the book has no room, so the walk is off the hot path
+/// (and kept out of line: inlined, it would weigh on every caller's common path).
+#[cold]
 fn would_rest<T: Copy + Default>(
     book: &crate::book::OrderBook<T>,
     a: &Arrival,
