@@ -306,9 +306,9 @@ struct ShardLink {
 }
 
 impl ShardOut for ShardLink {
-    fn event(&mut self, event: ShardEvent) {
+    fn event(&mut self, event: &ShardEvent) {
         loop {
-            match self.events.tx.try_publish(|slot| *slot = event) {
+            match self.events.tx.try_publish(|slot| *slot = *event) {
                 Ok(_) => break,
                 Err(_) => {
                     self.merge_bell.ring();
@@ -317,7 +317,7 @@ impl ShardOut for ShardLink {
             }
         }
         self.events.published += 1;
-        if event == ShardEvent::Done {
+        if *event == ShardEvent::Done {
             self.merge_bell.ring();
         }
     }

@@ -34,6 +34,15 @@ pub trait FrontLink {
     /// is ever pending.
     const VERDICT_AT_ONCE: bool = false;
     fn to_merge(&mut self, plan: &Plan);
+    /// `to_merge` of an order's plan; inline, the merge takes it from `input` (one copy, not
+    /// two: the plan's, then the merge's).
+    #[inline]
+    fn order_to_merge(&mut self, input: &Input, symbol: u16) {
+        self.to_merge(&Plan::Order {
+            input: *input,
+            symbol,
+        });
+    }
     fn to_shard(&mut self, shard: usize, cmd: &ShardCmd);
     /// The next verdict of `shard`, waiting for it (it has a Replace it has not answered).
     fn verdict(&mut self, shard: usize) -> Verdict;
@@ -404,10 +413,7 @@ impl Front {
         // Accepted, or rejected for room by the shard: either way the token is used.
         let table = &mut self.tokens[account.0 as usize];
         let slot = table.insert_vacant(vacant, o.token, TokenState::Routed(symbol));
-        link.to_merge(&Plan::Order {
-            input: *input,
-            symbol,
-        });
+        link.order_to_merge(input, symbol);
         let cmd = ShardCmd::Enter {
             seq: input.seq,
             ts: input.timestamp,
@@ -477,10 +483,7 @@ impl Front {
         let Some((slot, symbol)) = self.routed(account, &x.token) else {
             return self.silent(input, "cancel of an unknown or dead token", link);
         };
-        link.to_merge(&Plan::Order {
-            input: *input,
-            symbol,
-        });
+        link.order_to_merge(input, symbol);
         let cmd = ShardCmd::Cancel {
             seq: input.seq,
             account,
@@ -526,10 +529,7 @@ impl Front {
                 Some(slot)
             }
         };
-        link.to_merge(&Plan::Order {
-            input: *input,
-            symbol,
-        });
+        link.order_to_merge(input, symbol);
         let cmd = ShardCmd::Replace {
             seq: input.seq,
             ts: input.timestamp,

@@ -46,7 +46,7 @@ struct Push<'a, S: Sink> {
 
 impl<S: Sink> ShardOut for Push<'_, S> {
     #[inline]
-    fn event(&mut self, event: ShardEvent) {
+    fn event(&mut self, event: &ShardEvent) {
         debug_assert_eq!(self.merge.want(), Some(0), "one shard answers in order");
         self.merge.event(event, self.sink);
     }
@@ -66,6 +66,12 @@ impl<S: Sink> FrontLink for Inline<'_, S> {
     fn to_merge(&mut self, plan: &Plan) {
         debug_assert!(self.merge.want().is_none(), "the last plan is merged");
         self.merge.begin(plan, self.sink);
+    }
+
+    #[inline]
+    fn order_to_merge(&mut self, input: &Input, symbol: u16) {
+        debug_assert!(self.merge.want().is_none(), "the last plan is merged");
+        self.merge.begin_order(input, symbol);
     }
 
     #[inline]

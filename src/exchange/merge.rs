@@ -174,8 +174,29 @@ impl Merge {
         // what its shards can hold (orders, symbols), which the rings bound in turn.
         while let Some(shard) = self.want() {
             let event = events.next_event(shard);
-            self.event(event, sink);
+            self.event(&event, sink);
         }
+    }
+
+    /// Start merging an order's plan (the input of an Enter, Cancel or Replace on `symbol`).
+    #[inline]
+    pub fn begin_order(&mut self, input: &Input, symbol: u16) {
+        assert!(
+            matches!(self.work, Work::Idle),
+            "a plan begins after the last ended"
+        );
+        let Command::Ouch { account, .. } = input.command else {
+            unreachable!("order plans carry OUCH inputs");
+        };
+        self.order = OrderWork {
+            input: *input,
+            symbol,
+            taker: Taker {
+                account,
+                ..Taker::NONE
+            },
+        };
+        self.work = Work::Order;
     }
 
     /// Start merging `plan`; what needs no shard event is produced now.
@@ -208,20 +229,7 @@ impl Merge {
                 sink.itch(&self.trading_action(symbol, input.timestamp, state));
                 self.last_seq = input.seq;
             }
-            Plan::Order { input, symbol } => {
-                let Command::Ouch { account, .. } = input.command else {
-                    unreachable!("order plans carry OUCH inputs");
-                };
-                self.order = OrderWork {
-                    input,
-                    symbol,
-                    taker: Taker {
-                        account,
-                        ..Taker::NONE
-                    },
-                };
-                self.work = Work::Order;
-            }
+            Plan::Order { ref input, symbol } => self.begin_order(input, symbol),
             Plan::Sweep {
                 input,
                 kind,
@@ -279,17 +287,17 @@ impl Merge {
 
     /// Merge the next event of the shard [`Self::want`] named.
     #[inline]
-    pub fn event<S: Sink>(&mut self, event: ShardEvent, sink: &mut S) {
+    pub fn event<S: Sink>(&mut self, event: &ShardEvent, sink: &mut S) {
         match self.work {
             Work::Order => self.order_event(event, sink),
-            Work::Symbols { .. } => self.symbols_event(event, sink),
+            Work::Symbols { .. } => self.symbols_event(*event, sink),
             Work::Idle => panic!("shard event {event:?} with no plan"),
         }
     }
 
     // ---- orders ------------------------------------------------------------------------
 
-    fn order_event<S: Sink>(&mut self, event: ShardEvent, sink: &mut S) {
+    fn order_event<S: Sink>(&mut self, event: &ShardEvent, sink: &mut S) {
         let OrderWork {
             ref input,
             symbol,
@@ -303,7 +311,7 @@ impl Merge {
         else {
             unreachable!("order plans carry OUCH inputs");
         };
-        match event {
+        match *event {
             ShardEvent::Done => {
                 self.work = Work::Idle;
                 self.last_seq = input.seq;
@@ -326,7 +334,7 @@ impl Merge {
                 let Inbound::Replace(u) = *message else {
                     unreachable!("replaced answers a replace");
                 };
-                self.order.taker = self.replaced(ts, account, symbol, &u, &event, sink);
+                self.order.taker = self.replaced(ts, account, symbol, &u, event, sink);
             }
             ShardEvent::Executed {
                 maker_slot,
@@ -398,7 +406,7 @@ impl Merge {
                     sink.itch(&itch_message(symbol, ts, add));
                 }
             }
-            ShardEvent::Canceled { .. } => self.canceled(ts, &event, sink),
+            ShardEvent::Canceled { .. } => self.canceled(ts, event, sink),
             other => panic!("unexpected shard event for an order: {other:?}"),
         }
     }

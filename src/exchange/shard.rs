@@ -24,7 +24,8 @@ use std::sync::atomic::Ordering;
 
 /// Where a shard's results go.
 pub trait ShardOut {
-    fn event(&mut self, event: ShardEvent);
+    /// By reference: inline, the event goes straight into the merge without a copy.
+    fn event(&mut self, event: &ShardEvent);
     fn verdict(&mut self, verdict: Verdict);
 }
 
@@ -329,7 +330,7 @@ impl Shard {
             ShardCmd::Snapshot { .. } => self.snapshot(out),
             ShardCmd::Stop => return false,
         }
-        out.event(ShardEvent::Done);
+        out.event(&ShardEvent::Done);
         if let Some(seq) = cmd.seq() {
             // After every position update of the command: the front may now read them.
             self.risk.processed_seq.store(seq, Ordering::Release);
@@ -371,10 +372,10 @@ impl Shard {
         let book = self.book(symbol);
         let dead = Self::dead_on_arrival(book, &entry);
         if !dead && self.would_not_fit(book, &entry, None) {
-            out.event(ShardEvent::Rejected { reason: why::OTHER });
+            out.event(&ShardEvent::Rejected { reason: why::OTHER });
             return;
         }
-        out.event(ShardEvent::Accepted { dead });
+        out.event(&ShardEvent::Accepted { dead });
         if !dead {
             self.execute_and_rest(ts, entry, out);
         }
@@ -425,14 +426,14 @@ impl Shard {
             return;
         }
         if e.tif == validate::TIF_IOC {
-            out.event(ShardEvent::TakerCanceled {
+            out.event(&ShardEvent::TakerCanceled {
                 shares: left,
                 reason: cancel_reason::IMMEDIATE_OR_CANCEL,
             });
             return;
         }
         let handle = self.rest(ts, &e, left);
-        out.event(ShardEvent::Rested {
+        out.event(&ShardEvent::Rested {
             slot: handle.0,
             side: e.side,
             shares: left,
@@ -473,7 +474,7 @@ impl Shard {
                 risk.reduced(maker.account, fill.shares, fill.maker_leaves == 0);
                 risk.executed(maker.account, fill.shares);
             }
-            out.event(ShardEvent::Executed {
+            out.event(&ShardEvent::Executed {
                 maker_slot: fill.maker.0,
                 maker_account: maker.account,
                 maker_token: maker.token,
@@ -530,7 +531,7 @@ impl Shard {
                 self.reduce_resting(e.symbol, head, maker_cut, cancel_reason::SELF_MATCH, out);
             }
             if taker_cut > 0 {
-                out.event(ShardEvent::TakerCanceled {
+                out.event(&ShardEvent::TakerCanceled {
                     shares: taker_cut,
                     reason: cancel_reason::SELF_MATCH,
                 });
@@ -560,7 +561,7 @@ impl Shard {
         let taken = self.book_mut(symbol).reduce_to(handle, leaves - shares);
         debug_assert_eq!(taken, shares);
         self.left(payload.account, shares, gone);
-        out.event(ShardEvent::Canceled {
+        out.event(&ShardEvent::Canceled {
             symbol,
             slot: handle.0,
             account: payload.account,
@@ -594,7 +595,7 @@ impl Shard {
             return;
         }
         self.left(account.0, decrement, decrement == leaves);
-        out.event(ShardEvent::Canceled {
+        out.event(&ShardEvent::Canceled {
             symbol,
             slot: handle.0,
             account: account.0,
@@ -609,7 +610,7 @@ impl Shard {
     /// An order left its book for a reason other than its owner's cancel.
     fn removed<O: ShardOut>(&self, symbol: u16, r: &Removal<Resting>, reason: u8, out: &mut O) {
         self.left(r.payload.account, r.leaves, true);
-        out.event(ShardEvent::Canceled {
+        out.event(&ShardEvent::Canceled {
             symbol,
             slot: r.handle.0,
             account: r.payload.account,
@@ -662,7 +663,7 @@ impl Shard {
                 return false;
             }
             Err(ReplaceFault::Rejected(reason)) => {
-                out.event(ShardEvent::Rejected { reason });
+                out.event(&ShardEvent::Rejected { reason });
                 return !tokens_full;
             }
             Ok(()) => {}
@@ -688,12 +689,12 @@ impl Shard {
         // the same before and after.
         let dead = Self::dead_on_arrival(book, &entry);
         if !dead && self.would_not_fit(book, &entry, Some(old.handle)) {
-            out.event(ShardEvent::Rejected { reason: why::OTHER });
+            out.event(&ShardEvent::Rejected { reason: why::OTHER });
             return !tokens_full;
         }
         let quiet = Self::publish_as_itch_replace(book, &old.resting, &entry, dead);
         let Some(slot) = replacement_slot else {
-            out.event(ShardEvent::Rejected { reason: why::OTHER });
+            out.event(&ShardEvent::Rejected { reason: why::OTHER });
             return false;
         };
         entry.slot = slot;
@@ -742,7 +743,7 @@ impl Shard {
         if quiet {
             self.left(entry.account.0, old.leaves, true);
             let handle = self.rest_replacing(ts, entry, old.handle);
-            out.event(replaced(ReplaceFeed::Replace { new_slot: handle.0 }));
+            out.event(&replaced(ReplaceFeed::Replace { new_slot: handle.0 }));
             return;
         }
         self.book_mut(entry.symbol).remove(old.handle);
@@ -752,7 +753,7 @@ impl Shard {
         } else {
             ReplaceFeed::Nothing
         };
-        out.event(replaced(feed));
+        out.event(&replaced(feed));
         if !dead {
             self.execute_and_rest(ts, *entry, out);
         }
@@ -813,7 +814,7 @@ impl Shard {
                     self.cancel_account(symbol, account, reason, out)
                 }
             }
-            out.event(ShardEvent::SymbolDone);
+            out.event(&ShardEvent::SymbolDone);
         }
     }
 
@@ -871,7 +872,7 @@ impl Shard {
                     if o.hidden {
                         return;
                     }
-                    out.event(ShardEvent::Resting {
+                    out.event(&ShardEvent::Resting {
                         symbol,
                         slot: o.handle.0,
                         side,
@@ -882,7 +883,7 @@ impl Shard {
                     });
                 });
             }
-            out.event(ShardEvent::SymbolDone);
+            out.event(&ShardEvent::SymbolDone);
         }
     }
 }

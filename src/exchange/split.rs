@@ -35,8 +35,8 @@ struct LaneOut<'a> {
 }
 
 impl ShardOut for LaneOut<'_> {
-    fn event(&mut self, event: ShardEvent) {
-        self.events.push_back(event);
+    fn event(&mut self, event: &ShardEvent) {
+        self.events.push_back(*event);
     }
     fn verdict(&mut self, verdict: Verdict) {
         self.verdicts.push_back(verdict);

@@ -680,7 +680,10 @@ mod tests {
             let guess = t.prefetch_slot(&token);
             assert!(!in_home || guess == Some(slot), "token {n}: {guess:?}");
         }
-        assert!(homes >= 10, "most of 20 tokens sit in their home bucket of 128");
+        assert!(
+            homes >= 10,
+            "most of 20 tokens sit in their home bucket of 128"
+        );
         t.prefetch(&tok("absent"));
         let _ = t.prefetch_slot(&tok("absent"));
         assert_eq!(t.sorted_entries(), before);
