@@ -314,7 +314,7 @@ impl Front {
 
     /// The token's slot and state, waiting for its verdict if it is pending; or where to
     /// record it.
-    #[inline]
+    #[inline(always)]
     fn lookup(
         &mut self,
         account: AccountId,
@@ -323,10 +323,23 @@ impl Front {
     ) -> Result<(u32, TokenState), Vacant> {
         let found = self.tokens[account.0 as usize].lookup(token);
         if let Ok((slot, TokenState::Pending(symbol))) = found {
-            self.wait_for(shard_of(symbol, self.shards), account.0, slot, link);
-            return self.tokens[account.0 as usize].lookup(token);
+            return self.lookup_settled(account, token, (slot, symbol), link);
         }
         found
+    }
+
+    /// [`Self::lookup`] of a pending token (sharded only): once its verdict is in.
+    #[cold]
+    #[inline(never)]
+    fn lookup_settled(
+        &mut self,
+        account: AccountId,
+        token: &Token,
+        (slot, symbol): (u32, u16),
+        link: &mut impl FrontLink,
+    ) -> Result<(u32, TokenState), Vacant> {
+        self.wait_for(shard_of(symbol, self.shards), account.0, slot, link);
+        self.tokens[account.0 as usize].lookup(token)
     }
 
     /// Exactly as a table without pending tokens would say: is it full? Waits for pending
