@@ -884,7 +884,10 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore = "70,000 tokens: too slow under Miri (see the test above)")]
+    #[cfg_attr(
+        miri,
+        ignore = "70,000 tokens: too slow under Miri (see the test above)"
+    )]
     fn a_large_image_is_rebuilt_by_ranges_to_the_same_table() {
         let limit = 100_000;
         assert!(bucket_count(limit as usize) > 2 * REBUILD_RANGE_BUCKETS);
