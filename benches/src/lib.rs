@@ -210,8 +210,17 @@ impl Engine for Ours {
                 shares,
                 ..
             } => {
-                self.book.remove(self.handles[id as usize]);
-                self.limit(new_id, side, price_ticks, shares, f);
+                let (old, price) = (self.handles[id as usize], Price(price_ticks));
+                // A move that does not cross takes the book's one-step replace (as the
+                // exchange's Replace does); one that trades is a cancel and a new order.
+                if !self.book.crosses(side, price) && self.book.can_rest_replacing(old, side, price)
+                {
+                    self.handles[new_id as usize] =
+                        self.book.replace(old, price, shares, false, 0, new_id);
+                } else {
+                    self.book.remove(old);
+                    self.limit(new_id, side, price_ticks, shares, f);
+                }
             }
         }
     }
