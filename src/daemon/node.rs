@@ -1116,10 +1116,14 @@ fn replay_journal<F: FeedOut>(
         AheadError::Journal(e) => e.to_string(),
         AheadError::Record { seq, error } => format!("journal record {seq}: {}", error.0),
     };
+    const PROGRESS_RECORDS: u64 = 1 << 16;
+    let mut report_at = (read_seq / PROGRESS_RECORDS + 1) * PROGRESS_RECORDS;
     while let Some(input) = inputs.next(last_seq, core).map_err(failed)? {
         core.apply(&input, streams);
-        if input.seq.is_multiple_of(1 << 16) {
+        // Every 65,536 records, leader changes counted (one may sit on the multiple).
+        if input.seq >= report_at {
             progress(input.seq, last_seq);
+            report_at = (input.seq / PROGRESS_RECORDS + 1) * PROGRESS_RECORDS;
         }
     }
     let done = inputs.read_seq();

@@ -708,6 +708,26 @@ mod tests {
         let l = t.insert_vacant(vacant, tok("late"), TokenState::Routed(0));
         assert_eq!(t.get(&tok(&rival)), Some((r, TokenState::Routed(0))));
         assert_eq!(t.get(&tok("late")), Some((l, TokenState::Routed(0))));
+        // A void in between shifts later buckets back (the sharded front settles verdicts
+        // between a lookup and its insert): the bucket the miss ended at no longer ends the
+        // token's probe path.
+        let shifted = (0..10_000)
+            .map(|n| format!("s{n}"))
+            .filter(|s| home(&t, s) == home(&t, "after-void"))
+            .take(2)
+            .collect::<Vec<_>>();
+        let first = t.insert(tok(&shifted[0]), TokenState::Pending(0));
+        let second = t.insert(tok(&shifted[1]), TokenState::Routed(0));
+        let Err(vacant) = t.lookup(&tok("after-void")) else {
+            panic!("not recorded yet");
+        };
+        t.void(first);
+        let a = t.insert_vacant(vacant, tok("after-void"), TokenState::Routed(0));
+        assert_eq!(
+            t.get(&tok(&shifted[1])),
+            Some((second, TokenState::Routed(0)))
+        );
+        assert_eq!(t.get(&tok("after-void")), Some((a, TokenState::Routed(0))));
         // Without a change in between, the remembered bucket is used (and is the right one).
         let Err(vacant) = t.lookup(&tok("next")) else {
             panic!("not recorded yet");

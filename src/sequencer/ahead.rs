@@ -2,8 +2,10 @@
 //! recovery): the exchange warms the cache for each input as it is decoded
 //! ([`crate::exchange::Exchange::prefetch`]) and again halfway to its apply
 //! ([`crate::exchange::Exchange::prefetch_deeper`]), so the token lookups of a day's tables,
-//! far larger than the cache, find their lines loaded. Hints only: the inputs, their order
-//! and every result are those of reading one record at a time.
+//! far larger than the cache, find their lines loaded. Hints only: the inputs and their
+//! order are those of reading one record at a time. One difference: a record that cannot be
+//! read or decoded is reported when it is decoded, with up to [`LOOKAHEAD_INPUTS`] inputs
+//! before it not applied yet (both users stop at the error; the journal was verified first).
 
 use std::collections::VecDeque;
 
