@@ -395,3 +395,57 @@ fn restarts_over_existing_store_files_replay_every_message_once() {
     );
     assert!(ouch.starts_with("21 messages"), "{ouch}");
 }
+
+/// The journal is the day's truth: restarting it under another venue definition (here a
+/// symbol added) is refused with a reason before anything is written, and the day continues
+/// under its own config afterwards with its orders intact.
+#[test]
+fn a_restart_with_another_venue_is_refused_and_the_day_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(dir.path(), "");
+    let venue = Venue::start(dir.path(), &text);
+    let mut alice = login(&venue, "ALICE", "alicepw", 1);
+    alice
+        .send(&enter("V1", b'S', 100, "AAPL", 100_000))
+        .unwrap();
+    assert_eq!(kinds(&alice.recv_messages(2, TIMEOUT).unwrap()), "SA");
+    venue.kill9();
+
+    let changed = format!("{text}[[symbols]]\nsymbol = \"IBM\"\ntick = 100\n");
+    let config = dir.path().join("changed.toml");
+    std::fs::write(&config, &changed).unwrap();
+    let mut child = std::process::Command::new(common::bourse_binary())
+        .args(["run", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("a daemon with another venue did not stop");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success(), "refused: {status:?}");
+    assert!(
+        stderr.contains("another venue definition"),
+        "the reason is given: {stderr}"
+    );
+
+    let venue = Venue::start(dir.path(), &text);
+    let mut alice = login(&venue, "ALICE", "alicepw", 3);
+    let cancel = Inbound::Cancel(CancelOrder {
+        token: Alpha::from_str_padded("V1").unwrap(),
+        shares: Shares(0),
+    });
+    alice.send(&cancel).unwrap();
+    assert_eq!(kinds(&alice.recv_messages(1, TIMEOUT).unwrap()), "C");
+}
