@@ -160,10 +160,16 @@ struct Shared {
     caps: Caps,
     /// Readers alive ([`StreamWriter::truncate_to`] must have none).
     readers: AtomicU64,
-    /// Only the keeper thread locks it.
+    /// The keeper thread locks it each round; the writer only when it outruns the blocks
+    /// reserved ahead of it (then it may wait for a keeper round in progress).
     marks: Mutex<KeeperMarks>,
     /// The file system refused to reserve blocks ahead: the writer refuses appends.
     no_space: std::sync::atomic::AtomicBool,
+    /// Mapping offsets below which the file's blocks are reserved, of the index region and
+    /// of the data region (`u64::MAX` for an anonymous store): copies of the keeper's marks
+    /// the writer reads before each append, so that it never writes into a hole.
+    reserved_index: AtomicU64,
+    reserved_data: AtomicU64,
     /// Tests: reservations fail as on a full file system.
     #[cfg(test)]
     fail_reservations: std::sync::atomic::AtomicBool,
@@ -262,6 +268,9 @@ impl Shared {
             readers: AtomicU64::new(0),
             marks: Mutex::new(KeeperMarks::default()),
             no_space: std::sync::atomic::AtomicBool::new(false),
+            // A file store reserves before its first append (`reserve_now`, or the writer).
+            reserved_index: AtomicU64::new(if storage.file.is_some() { 0 } else { u64::MAX }),
+            reserved_data: AtomicU64::new(if storage.file.is_some() { 0 } else { u64::MAX }),
             #[cfg(test)]
             fail_reservations: std::sync::atomic::AtomicBool::new(false),
             storage,
@@ -484,13 +493,19 @@ impl StreamWriter {
         if end > caps.bytes || self.count >= caps.messages {
             return Err(StreamFull);
         }
-        // A relaxed load: the keeper raises it long before the writer reaches unreserved
-        // blocks (it reserves at least RESERVE_ACTIVE_MIN_BYTES ahead of a store being
-        // written, and 64 rounds of its rate).
+        // The keeper reserves blocks well ahead of a steady writer (at least
+        // RESERVE_ACTIVE_MIN_BYTES, and 64 rounds of its rate); a burst that outruns it
+        // reserves on this thread (below) rather than write into a hole.
         if self.shared.no_space.load(Ordering::Relaxed) {
             return Err(StreamFull);
         }
         let at = caps.index_at() + self.count * INDEX_ENTRY_BYTES;
+        let (index_end, data_end) = (at + INDEX_ENTRY_BYTES, caps.data_at() + end);
+        if index_end > self.shared.reserved_index.load(Ordering::Acquire)
+            || data_end > self.shared.reserved_data.load(Ordering::Acquire)
+        {
+            self.shared.reserve_for_writer(index_end, data_end)?;
+        }
         // SAFETY: this is the stream's only writer (`StreamWriter` is not Clone); bytes
         // [start, end) and index slot `count` are beyond the published end, so no reader
         // looks at them until the Release store in `publish_through`.
@@ -722,19 +737,22 @@ impl Shared {
         let data_end = caps.data_at() + self.end_offset(published);
         let mut marks = self.marks.lock().expect("not poisoned");
         let marks = &mut *marks;
-        self.tend_region(
-            caps.index_at(),
-            caps.data_at(),
-            index_end,
-            &mut marks.index,
-            full,
-        );
+        let index = (&mut marks.index, &self.reserved_index);
+        self.tend_region(caps.index_at(), caps.data_at(), index_end, index, full);
         let limit = caps.mapping_bytes();
-        self.tend_region(caps.data_at(), limit, data_end, &mut marks.data, full);
+        let data = (&mut marks.data, &self.reserved_data);
+        self.tend_region(caps.data_at(), limit, data_end, data, full);
     }
 
     /// Tend `[start, limit)` of the mapping, whose published part ends at `end`.
-    fn tend_region(&self, start: u64, limit: u64, end: u64, marks: &mut RegionMarks, full: bool) {
+    fn tend_region(
+        &self,
+        start: u64,
+        limit: u64,
+        end: u64,
+        (marks, reserved): (&mut RegionMarks, &AtomicU64),
+        full: bool,
+    ) {
         debug_assert!(start.is_multiple_of(PAGE_BYTES) && start <= end && end <= limit);
         let cold_end = page_floor(end.saturating_sub(KEEP_BYTES)).max(start);
         let from = if full {
@@ -767,7 +785,7 @@ impl Shared {
         } else {
             RESERVE_IDLE_BYTES
         };
-        self.reserve(marks, end, reserve, limit);
+        self.reserve(marks, reserved, end, reserve, limit);
         // Only a region being written gets pages ahead: an idle account's store costs nothing.
         let ahead = (2 * grown).clamp(AHEAD_BYTES_MIN, AHEAD_BYTES_MAX);
         let want = page_ceil(end + ahead).min(limit);
@@ -791,21 +809,76 @@ impl Shared {
 impl Shared {
     /// Reserve the file's blocks through `end + ahead` (within `limit`); a refusal other than
     /// "not supported" marks the store out of space.
-    fn reserve(&self, marks: &mut RegionMarks, end: u64, ahead: u64, limit: u64) {
+    fn reserve(
+        &self,
+        marks: &mut RegionMarks,
+        reserved: &AtomicU64,
+        end: u64,
+        ahead: u64,
+        limit: u64,
+    ) {
         let want = page_ceil(end + ahead).min(limit);
         let from = marks.reserved.max(page_floor(end));
+        self.reserve_range(marks, reserved, from, want);
+    }
+
+    /// The writer reached blocks not reserved yet (a burst faster than the keeper's rounds,
+    /// or an idle store's 64 KiB outrun within one): reserve them now, on the writer's
+    /// thread, from the reserved mark on, rather than write into a hole the file system may
+    /// be unable to fill (a SIGBUS on a full disk). Rare: each call reserves
+    /// `RESERVE_ACTIVE_MIN_BYTES` past what the append needs. Refused: the store is full.
+    #[cold]
+    #[inline(never)]
+    fn reserve_for_writer(&self, index_end: u64, data_end: u64) -> Result<(), StreamFull> {
+        let caps = self.caps;
+        let mut marks = self.marks.lock().expect("not poisoned");
+        let marks = &mut *marks;
+        for (marks, reserved, end, limit) in [
+            (
+                &mut marks.index,
+                &self.reserved_index,
+                index_end,
+                caps.data_at(),
+            ),
+            (
+                &mut marks.data,
+                &self.reserved_data,
+                data_end,
+                caps.mapping_bytes(),
+            ),
+        ] {
+            if end > marks.reserved {
+                let want = page_ceil(end + RESERVE_ACTIVE_MIN_BYTES).min(limit);
+                self.reserve_range(marks, reserved, marks.reserved, want);
+            }
+        }
+        if self.no_space.load(Ordering::Relaxed) {
+            return Err(StreamFull);
+        }
+        Ok(())
+    }
+
+    /// Reserve the file's blocks of `[from, want)`; a refusal other than "not supported"
+    /// marks the store out of space.
+    fn reserve_range(&self, marks: &mut RegionMarks, reserved: &AtomicU64, from: u64, want: u64) {
         if want <= from || self.no_space.load(Ordering::Relaxed) {
             return;
         }
-        match self.fallocate(from, want - from) {
-            Ok(()) => marks.reserved = want,
-            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => marks.reserved = want,
+        let done = match self.fallocate(from, want - from) {
+            Ok(()) => true,
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => true,
             Err(e) => {
                 self.no_space.store(true, Ordering::Relaxed);
                 tracing::error!(
                     "message store: cannot reserve disk blocks ({e}); it refuses appends from now on"
                 );
+                false
             }
+        };
+        if done {
+            marks.reserved = want;
+            // Release: the blocks are reserved before the writer sees the new mark.
+            reserved.store(want, Ordering::Release);
         }
     }
 
@@ -819,12 +892,14 @@ impl Shared {
         let marks = &mut *marks;
         self.reserve(
             &mut marks.index,
+            &self.reserved_index,
             index_end,
             RESERVE_IDLE_BYTES,
             caps.data_at(),
         );
         self.reserve(
             &mut marks.data,
+            &self.reserved_data,
             data_end,
             RESERVE_IDLE_BYTES,
             caps.mapping_bytes(),
@@ -1095,10 +1170,18 @@ mod tests {
         tend_now(&r);
         assert_eq!(w.append(b"still fine"), Ok(2));
         r.shared.fail_reservations.store(true, Ordering::Relaxed);
-        // The writer moves past what was reserved; the keeper's next reservation fails.
-        for _ in 0..(RESERVE_IDLE_BYTES / 64 + 1) {
-            w.append(&[1u8; 64]).unwrap();
+        // The writer reaches the end of what was reserved: the reservation it then makes
+        // itself fails, and that append is refused, never written into the hole.
+        let reserved = r.shared.reserved_data.load(Ordering::Acquire);
+        let mut appended = 2;
+        while w.append(&[1u8; 64]).is_ok() {
+            appended += 1;
+            assert!(appended < 1 << 20, "a refusal at the reservation's end");
         }
+        assert!(
+            r.shared.caps.data_at() + w.end_bytes <= reserved,
+            "nothing written past the reserved blocks"
+        );
         tend_now(&r);
         assert_eq!(w.append(b"after"), Err(StreamFull));
         assert_eq!(
@@ -1110,6 +1193,43 @@ mod tests {
         use std::os::unix::fs::MetadataExt;
         let allocated = std::fs::metadata(&path).unwrap().blocks() * 512;
         assert!(allocated >= RESERVE_IDLE_BYTES, "{allocated}");
+    }
+
+    /// A burst between two keeper rounds that outruns what was reserved ahead (an idle
+    /// store has 64 KiB) reserves on the writer's thread: every byte written lies in a
+    /// reserved block, so a full disk can refuse an append but never fault a write.
+    #[test]
+    #[cfg_attr(miri, ignore = "Miri cannot map files")]
+    fn a_burst_past_the_reservation_reserves_before_it_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.store");
+        let (mut w, r) =
+            StreamWriter::create_tended(&path, Caps::for_bytes(1 << 30), false).unwrap();
+        let idle = r.shared.reserved_data.load(Ordering::Acquire);
+        // No keeper round in between: ten times the idle reservation in one burst.
+        let messages = 10 * RESERVE_IDLE_BYTES / 64;
+        for _ in 0..messages {
+            w.append(&[3u8; 64]).unwrap();
+        }
+        let caps = r.shared.caps;
+        let (data_end, index_end) = (
+            caps.data_at() + w.end_bytes,
+            caps.index_at() + messages * INDEX_ENTRY_BYTES,
+        );
+        assert!(data_end > idle, "the burst went past the first reservation");
+        let marks = r.shared.marks.lock().unwrap();
+        assert!(
+            marks.data.reserved >= data_end,
+            "data reserved before written"
+        );
+        assert!(
+            marks.index.reserved >= index_end,
+            "index reserved before written"
+        );
+        drop(marks);
+        use std::os::unix::fs::MetadataExt;
+        let allocated = std::fs::metadata(&path).unwrap().blocks() * 512;
+        assert!(allocated >= 10 * RESERVE_IDLE_BYTES, "{allocated}");
     }
 
     /// A store written slowly reserves a few MiB ahead, not the most a fast one gets: a
