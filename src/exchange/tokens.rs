@@ -275,10 +275,16 @@ impl TokenTable {
     #[inline]
     fn position(&self, hash: u64, token: &Token) -> Result<usize, usize> {
         let tag = hash & TAG_MASK;
-        let mut at = hash as usize & self.mask;
+        // The mask taken from the slice itself, once it is known not empty: every `& mask`
+        // is then provably in bounds, and the probe loop carries no bounds check.
+        let buckets = &self.buckets[..];
+        assert!(!buckets.is_empty());
+        let mask = buckets.len() - 1;
+        debug_assert_eq!(mask, self.mask);
+        let mut at = hash as usize & mask;
         // Bounded: the index always has an empty bucket (at most 3/4 full).
-        for _ in 0..=self.mask {
-            let bucket = self.buckets[at];
+        for _ in 0..=mask {
+            let bucket = buckets[at];
             if bucket == 0 {
                 return Err(at);
             }
@@ -291,7 +297,7 @@ impl TokenTable {
             {
                 return Ok(at);
             }
-            at = (at + 1) & self.mask;
+            at = (at + 1) & mask;
         }
         unreachable!("the token index is never full");
     }
@@ -327,7 +333,7 @@ impl TokenTable {
     }
 
     /// Record a token a [`Self::lookup`] missed; returns its slot ([`Self::next_slot`]).
-    #[inline]
+    #[inline(always)]
     pub fn insert_vacant(&mut self, vacant: Vacant, token: Token, state: TokenState) -> u32 {
         assert!(!self.is_full(), "token table full (caller must check)");
         assert!(state != TokenState::Void);
@@ -336,10 +342,7 @@ impl TokenTable {
             debug_assert_eq!(self.position(vacant.hash, &token), Err(vacant.at));
             vacant.at
         } else {
-            let Err(at) = self.position(vacant.hash, &token) else {
-                panic!("token recorded twice");
-            };
-            at
+            self.probe_again(vacant.hash, &token)
         };
         let slot = match self.free.pop() {
             Some(slot) => {
@@ -355,6 +358,16 @@ impl TokenTable {
         self.buckets[at] = bucket_of(vacant.hash, slot);
         self.changes += 1;
         slot
+    }
+
+    /// Where an insert goes after the index changed since its lookup (the sharded front).
+    #[cold]
+    #[inline(never)]
+    fn probe_again(&self, hash: u64, token: &Token) -> usize {
+        let Err(at) = self.position(hash, token) else {
+            panic!("token recorded twice");
+        };
+        at
     }
 
     #[cfg(test)]
