@@ -1163,9 +1163,7 @@ mod tests {
     #[cfg_attr(miri, ignore = "Miri cannot map files")]
     fn a_store_whose_blocks_cannot_be_reserved_refuses_appends() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.store");
-        let (mut w, r) =
-            StreamWriter::create_tended(&path, Caps::for_bytes(1 << 30), false).unwrap();
+        let (mut w, r, path) = store_outside_the_keeper(dir.path());
         assert_eq!(w.append(b"before"), Ok(1));
         tend_now(&r);
         assert_eq!(w.append(b"still fine"), Ok(2));
@@ -1190,8 +1188,7 @@ mod tests {
             "what was said stays readable"
         );
         // Blocks were reserved ahead of the writer while there was room.
-        use std::os::unix::fs::MetadataExt;
-        let allocated = std::fs::metadata(&path).unwrap().blocks() * 512;
+        let allocated = allocated_bytes(&path);
         assert!(allocated >= RESERVE_IDLE_BYTES, "{allocated}");
     }
 
@@ -1202,9 +1199,7 @@ mod tests {
     #[cfg_attr(miri, ignore = "Miri cannot map files")]
     fn a_burst_past_the_reservation_reserves_before_it_writes() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.store");
-        let (mut w, r) =
-            StreamWriter::create_tended(&path, Caps::for_bytes(1 << 30), false).unwrap();
+        let (mut w, r, path) = store_outside_the_keeper(dir.path());
         let idle = r.shared.reserved_data.load(Ordering::Acquire);
         // No keeper round in between: ten times the idle reservation in one burst.
         let messages = 10 * RESERVE_IDLE_BYTES / 64;
@@ -1227,8 +1222,7 @@ mod tests {
             "index reserved before written"
         );
         drop(marks);
-        use std::os::unix::fs::MetadataExt;
-        let allocated = std::fs::metadata(&path).unwrap().blocks() * 512;
+        let allocated = allocated_bytes(&path);
         assert!(allocated >= 10 * RESERVE_IDLE_BYTES, "{allocated}");
     }
 
@@ -1238,21 +1232,31 @@ mod tests {
     #[cfg_attr(miri, ignore = "Miri cannot map files")]
     fn a_slow_store_reserves_little_disk_ahead() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.store");
-        let (mut w, r) =
-            StreamWriter::create_tended(&path, Caps::for_bytes(1 << 30), false).unwrap();
+        let (mut w, r, path) = store_outside_the_keeper(dir.path());
         for _ in 0..1_000 {
             w.append(&[7u8; 50]).unwrap();
         }
         tend_now(&r);
-        use std::os::unix::fs::MetadataExt;
-        let allocated = std::fs::metadata(&path).unwrap().blocks() * 512;
+        let allocated = allocated_bytes(&path);
         // Index and data each reserve RESERVE_ACTIVE_MIN_BYTES ahead (plus the header page).
         assert!(allocated >= RESERVE_ACTIVE_MIN_BYTES, "{allocated}");
         assert!(
             allocated <= 2 * RESERVE_ACTIVE_MIN_BYTES + (1 << 20),
             "{allocated} bytes reserved for 50 KB written"
         );
+    }
+
+    /// A 1 GiB file store that the keeper thread leaves alone (the test runs its rounds).
+    fn store_outside_the_keeper(dir: &Path) -> (StreamWriter, StreamReader, PathBuf) {
+        let path = dir.join("s.store");
+        let (w, r) = StreamWriter::create_tended(&path, Caps::for_bytes(1 << 30), false).unwrap();
+        (w, r, path)
+    }
+
+    /// Disk blocks the file holds.
+    fn allocated_bytes(path: &Path) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).unwrap().blocks() * 512
     }
 
     fn rss_file_bytes() -> u64 {
@@ -1268,10 +1272,7 @@ mod tests {
     #[test]
     fn the_keeper_drops_written_pages_from_rss_and_readers_fault_them_back() {
         let dir = tempfile::tempdir().unwrap();
-        // Left out of the keeper thread's rounds: this test runs them.
-        let path = dir.path().join("s.store");
-        let (mut w, r) =
-            StreamWriter::create_tended(&path, Caps::for_bytes(1 << 30), false).unwrap();
+        let (mut w, r, _) = store_outside_the_keeper(dir.path());
         let before = rss_file_bytes();
         let chunk = [7u8; 64];
         let total: u64 = 64 << 20;

@@ -191,15 +191,22 @@ fn a_killed_daemon_restarts_from_its_snapshot_and_every_message_is_there_once() 
     let config = config_text(dir.path(), "[snapshot]\nevery_inputs = 7\nkeep = 2\n");
     let journal = dir.path().join("journal");
     let (first, tail, day) = orders_snapshots_tail_kill9(dir.path(), &config);
-    let itch_store = bourse::stream::store_dir(&day).join("itch.store");
+    let venue = restart_from_snapshot(dir.path(), &config, &day);
+    check_restarted(venue, &first, &tail, &journal);
+}
+
+/// Start the daemon again and check it reopened the stores (cut at the snapshot) rather
+/// than rebuilding them with a full replay: the ITCH store is the same file.
+fn restart_from_snapshot(dir: &Path, config: &str, day: &Path) -> Venue {
+    let itch_store = bourse::stream::store_dir(day).join("itch.store");
     let itch_inode = inode(&itch_store);
-    let venue = Venue::start(dir.path(), &config);
+    let venue = Venue::start(dir, config);
     assert_eq!(
         inode(&itch_store),
         itch_inode,
         "the stores were reopened at the snapshot, not rebuilt by a full replay"
     );
-    check_restarted(venue, &first, &tail, &journal);
+    venue
 }
 
 /// Junk where the next record would go in the day's last segment, as a crash mid-append
@@ -254,14 +261,7 @@ fn a_killed_daemon_with_a_torn_tail_restarts_from_its_snapshot() {
         (vouched.last_seq, vouched.vouched_through, vouched.torn_tail),
         (torn.last_seq, newest - 1, Some(cut))
     );
-    let itch_store = bourse::stream::store_dir(&day).join("itch.store");
-    let itch_inode = inode(&itch_store);
-    let venue = Venue::start(dir.path(), &config);
-    assert_eq!(
-        inode(&itch_store),
-        itch_inode,
-        "restarted from the snapshot"
-    );
+    let venue = restart_from_snapshot(dir.path(), &config, &day);
     let after = bourse::journal::verify(&day).expect("cut");
     assert_eq!((after.last_seq, after.torn_tail), (torn.last_seq, None));
     check_restarted(venue, &first, &tail, &journal);

@@ -155,14 +155,7 @@ fn a_damaged_snapshot_is_skipped_for_an_older_one_or_a_full_replay() {
     let at = state.len() / 2;
     state[at] ^= 0xff;
     state.truncate(state.len() - 3);
-    let s = snapshot::Snapshot {
-        last_seq: decoded.last_seq,
-        inputs: decoded.inputs,
-        timestamp: decoded.timestamp,
-        header_digest: decoded.header_digest,
-        streams: decoded.streams.clone(),
-        state,
-    };
+    let s = decoded.with_state(state);
     std::fs::write(&files[2].1, s.encode()).unwrap();
     let full = from_snapshot(&dir, false);
     assert_eq!(full.from_snapshot, None);
@@ -255,14 +248,7 @@ fn a_snapshot_whose_token_image_does_not_restore_is_skipped_for_an_older_one() {
         at = first_slot + 18 * slots;
     }
     assert!(marked, "a token to mark");
-    let s = snapshot::Snapshot {
-        last_seq: decoded.last_seq,
-        inputs: decoded.inputs,
-        timestamp: decoded.timestamp,
-        header_digest: decoded.header_digest,
-        streams: decoded.streams.clone(),
-        state,
-    };
+    let s = decoded.with_state(state);
     std::fs::write(&files[0].1, s.encode()).unwrap();
     let resumed = from_snapshot(&dir, false);
     assert_eq!(resumed.from_snapshot, Some(files[1].0));

@@ -177,13 +177,18 @@ impl<S: AsRef<[u8]>> Snapshot<S> {
 
     /// The same snapshot without its state (once restored).
     pub fn without_state(&self) -> Snapshot<()> {
+        self.with_state(())
+    }
+
+    /// The same snapshot around another state (a test's altered bytes, or none).
+    pub fn with_state<T>(&self, state: T) -> Snapshot<T> {
         Snapshot {
             last_seq: self.last_seq,
             inputs: self.inputs,
             timestamp: self.timestamp,
             header_digest: self.header_digest,
             streams: self.streams.clone(),
-            state: (),
+            state,
         }
     }
 }
