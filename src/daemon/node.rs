@@ -1178,6 +1178,11 @@ impl<C: Clock, F: FeedOut> Intake for Node<C, F> {
         self.ready_for_input()
     }
 
+    #[inline]
+    fn prefetch(&self, account: AccountId, message: &Inbound) {
+        self.pipeline.prefetch_message(account, message);
+    }
+
     fn disconnect(&mut self, account: AccountId) {
         // Only an account that cancels on disconnect has anything to journal: a venue that
         // does not use the control writes the journals it always wrote.

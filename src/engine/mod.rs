@@ -12,7 +12,8 @@
 pub mod threaded;
 
 use crate::exchange::{Exchange, Input, Marker, Outcome};
-use crate::types::Timestamp;
+use crate::types::{AccountId, Timestamp};
+use crate::wire::ouch::Inbound;
 use std::sync::atomic::Ordering;
 use threaded::{OutputStage, Sharded};
 
@@ -39,6 +40,16 @@ impl<O: OutputStage> Pipeline<O> {
         match self {
             Pipeline::Inline { exchange, out } => exchange.apply(input, out),
             Pipeline::Threads(t) => t.apply(input),
+        }
+    }
+
+    /// Warm the cache for an OUCH message of `account` that is about to be sequenced (its
+    /// token lookups); a hint only.
+    #[inline]
+    pub fn prefetch_message(&self, account: AccountId, message: &Inbound) {
+        match self {
+            Pipeline::Inline { exchange, .. } => exchange.front.prefetch_message(account, message),
+            Pipeline::Threads(t) => t.prefetch_message(account, message),
         }
     }
 

@@ -395,6 +395,16 @@ pub struct Sharded<O: OutputStage> {
 }
 
 impl<O: OutputStage> Sharded<O> {
+    /// The front's cache hint for a message about to be sequenced (see `Front::prefetch`).
+    #[inline]
+    pub fn prefetch_message(
+        &self,
+        account: crate::types::AccountId,
+        message: &crate::wire::ouch::Inbound,
+    ) {
+        self.front.prefetch_message(account, message);
+    }
+
     pub fn start(venue: &Venue, config: &ShardedConfig, output: O) -> Result<Self, String> {
         let n = config.shards.max(1);
         let front = Front::new(venue, n, config.slots()).map_err(|e| e.to_string())?;

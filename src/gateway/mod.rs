@@ -70,6 +70,9 @@ pub trait Intake {
     /// A logged-in session of `account` ended other than by Logout Request (DESIGN.md 4a:
     /// the sequencer journals it; the core decides what it cancels).
     fn disconnect(&mut self, account: AccountId);
+    /// `message` of `account` will be submitted next: a hint to warm the cache for it (the
+    /// gateway has it in its buffer while it submits the one before). Changes nothing.
+    fn prefetch(&self, _account: AccountId, _message: &Inbound) {}
 }
 
 /// What the gateway remembers about one source address.
@@ -470,6 +473,14 @@ impl Gateway {
                     self.read_again.push(index);
                 }
                 return None;
+            }
+            if let State::LoggedIn { session, .. } = &conn.state {
+                // The message after this one is already here: its token lookups' cache lines
+                // load while this one is sequenced (decoded twice, for the hint only).
+                let next = conn.reader.following_unsequenced();
+                if let Some(Ok(message)) = next.map(Inbound::decode) {
+                    intake.prefetch(session.account, &message);
+                }
             }
             let packet = match conn.reader.next_packet()? {
                 Ok(p) => p,

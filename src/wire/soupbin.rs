@@ -505,6 +505,32 @@ impl FrameReader {
         }
     }
 
+    /// The payload of the packet *after* the next one, when both are complete and that one
+    /// is Unsequenced Data; `None` otherwise. A look ahead for cache hints only: nothing is
+    /// consumed, and a malformed packet is left for [`FrameReader::next_packet`] to report.
+    pub fn following_unsequenced(&self) -> Option<&[u8]> {
+        if self.failed.is_some() {
+            return None;
+        }
+        let second = self.start + LENGTH_FIELD_LEN + self.complete_packet_len(self.start)?;
+        let length = self.complete_packet_len(second)?;
+        let body = &self.buf[second + LENGTH_FIELD_LEN..second + LENGTH_FIELD_LEN + length];
+        match body.split_first() {
+            Some((&kind::UNSEQUENCED_DATA, payload)) => Some(payload),
+            _ => None,
+        }
+    }
+
+    /// Length field of a complete, acceptable packet starting at `at`, or `None`.
+    fn complete_packet_len(&self, at: usize) -> Option<usize> {
+        if self.end.checked_sub(at)? < LENGTH_FIELD_LEN {
+            return None;
+        }
+        let length = usize::from(super::be::u16_at(&self.buf, at));
+        let fits = length > 0 && length <= self.max_packet_len;
+        (fits && self.end - at >= LENGTH_FIELD_LEN + length).then_some(length)
+    }
+
     fn fail(&mut self, e: FrameError) -> FrameError {
         self.failed = Some(e);
         e
@@ -692,5 +718,62 @@ mod tests {
         }
         assert_eq!(seen, 3);
         assert_eq!(reader.capacity(), 1026);
+    }
+
+    #[test]
+    fn the_packet_after_the_next_is_seen_without_being_taken() {
+        let mut reader = FrameReader::new(CLIENT_MAX_PACKET_LEN);
+        // Heartbeat, then Unsequenced Data "OX", then half of another Unsequenced Data.
+        reader.feed(b"\x00\x01R\x00\x03UOX\x00\x03UA");
+        assert_eq!(reader.following_unsequenced(), Some(&b"OX"[..]));
+        assert_eq!(
+            reader.following_unsequenced(),
+            Some(&b"OX"[..]),
+            "nothing consumed"
+        );
+        assert!(matches!(
+            reader.next_packet(),
+            Some(Ok(Packet::ClientHeartbeat))
+        ));
+        assert_eq!(
+            reader.following_unsequenced(),
+            None,
+            "the one after is incomplete"
+        );
+        assert!(matches!(
+            reader.next_packet(),
+            Some(Ok(Packet::UnsequencedData(b"OX")))
+        ));
+        assert_eq!(
+            reader.following_unsequenced(),
+            None,
+            "no packet after the next"
+        );
+        reader.feed(b"Z\x00\x01R");
+        assert_eq!(
+            reader.following_unsequenced(),
+            None,
+            "a heartbeat is no message"
+        );
+        assert!(matches!(
+            reader.next_packet(),
+            Some(Ok(Packet::UnsequencedData(b"AZ")))
+        ));
+
+        // A malformed packet after the next one is not a message, and is left to
+        // `next_packet` to report.
+        let mut reader = FrameReader::new(CLIENT_MAX_PACKET_LEN);
+        reader.feed(b"\x00\x01R\x00\x00");
+        assert_eq!(reader.following_unsequenced(), None);
+        reader.next_packet().unwrap().unwrap();
+        assert!(matches!(
+            reader.next_packet(),
+            Some(Err(FrameError::ZeroLength))
+        ));
+        assert_eq!(
+            reader.following_unsequenced(),
+            None,
+            "nothing after a failure"
+        );
     }
 }
