@@ -124,8 +124,13 @@ impl Shard {
             .map(|s| (shard_of(s, shards) == index).then(|| OrderBook::new(config)))
             .collect();
         let tokens_per_account = limits.tokens_per_account as usize;
-        // Written once here: every page is touched before the first input.
-        let live = vec![NO_HANDLE; tokens_per_account * venue.accounts.len()].into_boxed_slice();
+        // Written once here: every page is touched before the first input, on huge pages
+        // where the system allows (a Cancel or Replace reads a random entry of it).
+        let entries = tokens_per_account * venue.accounts.len();
+        let mut live = Vec::<u32>::with_capacity(entries);
+        super::memory::advise_huge_pages(live.as_mut_ptr().cast(), entries * size_of::<u32>());
+        live.resize(entries, NO_HANDLE);
+        let live = live.into_boxed_slice();
         let scratch = Vec::with_capacity(limits.orders_per_symbol as usize);
         Ok(Shard {
             index,
@@ -203,7 +208,7 @@ impl Shard {
     pub(crate) fn prefetch_live(&self, account: u16, slot: u32) {
         let at = account as usize * self.tokens_per_account + slot as usize;
         if let Some(entry) = self.live.get(at) {
-            super::tokens::prefetch_line(entry);
+            super::memory::prefetch_line(entry);
         }
     }
 

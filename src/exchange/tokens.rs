@@ -23,20 +23,8 @@
 //! ([`TokenTable::image`], [`TokenTable::restore_image`]), rebuilding the index in one pass
 //! with prefetching instead of a lookup and an insert per token.
 
+use super::memory::{advise_huge_pages, prefetch_line};
 use crate::types::Token;
-
-/// A hint to load the cache line holding `p`; never faults, changes nothing observable.
-#[inline(always)]
-pub(crate) fn prefetch_line<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint: it does not dereference `p` in the language's sense and
-    // never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
 
 /// Fixed seeds: the core reads no randomness.
 const SEED_LOW: u64 = 0x626f_7572_7365_2131;
@@ -624,6 +612,7 @@ impl TokenTable {
 /// that Miri found in `a_large_image_is_rebuilt_by_ranges_to_the_same_table`.)
 fn populate(start: *mut u8, bytes: usize) {
     const PAGE_BYTES: usize = 4096;
+    advise_huge_pages(start, bytes);
     let touch = |from: usize, to: usize| {
         for offset in (from..to).step_by(PAGE_BYTES) {
             // SAFETY: inside the allocation, on memory that holds no value yet and that no
@@ -652,6 +641,20 @@ mod tests {
 
     fn tok(s: &str) -> Token {
         Token::from_str_padded(s).unwrap()
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "Miri has no madvise")]
+    fn a_large_table_sits_on_huge_pages() {
+        if crate::exchange::memory::huge_pages_off() {
+            return;
+        }
+        let t = TokenTable::new(1 << 20); // 16 MiB of buckets, 18 MiB of slots
+        for start in [t.buckets.as_ptr().cast::<u8>(), t.entries.as_ptr().cast()] {
+            let first_whole = start as usize + start.align_offset(2 << 20);
+            let kb = crate::exchange::memory::huge_kb_at(first_whole).expect("in smaps");
+            assert!(kb >= 2048, "{kb} kB of a large token table on huge pages");
+        }
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! ```
 //! then divide `Collected` by the input count it prints. `exchange` runs `Exchange::apply`
 //! with a `Discard` sink (the rules, no encoding); `encoded` with a sink that encodes every
-//! message (as the daemon and replay do); `book` runs the bare `OrderBook` on the same ops
+//! message (as the daemon and replay do); `next` as `exchange` with the next input's token
+//! lines prefetched (the gateway's path at load); `book` runs the bare `OrderBook` on the same ops
 //! (the bench adapter `Ours`).
 
 use bourse::exchange::{Discard, Exchange, Input};
@@ -24,6 +25,21 @@ const OPS: u32 = 200_000;
 fn measure_exchange(exchange: &mut Exchange, inputs: &[Input]) -> u64 {
     let mut sink = Discard::default();
     for input in &inputs[1..] {
+        exchange.apply(black_box(input), &mut sink);
+    }
+    sink.ouch_count + sink.itch_count
+}
+
+/// [`measure_exchange`] with each input's token lines asked for while the one before is
+/// applied, as the gateway does when the next message is already in its buffer.
+#[inline(never)]
+fn measure_exchange_next(exchange: &mut Exchange, inputs: &[Input]) -> u64 {
+    let mut sink = Discard::default();
+    let body = &inputs[1..];
+    for (i, input) in body.iter().enumerate() {
+        if let Some(next) = body.get(i + 1) {
+            exchange.prefetch(next);
+        }
         exchange.apply(black_box(input), &mut sink);
     }
     sink.ouch_count + sink.itch_count
@@ -85,6 +101,7 @@ fn main() {
     let result = match what {
         "book" => measure_book(&mut Ours::build(&stream.stats), &stream),
         "encoded" => measure_exchange_encoded(&mut exchange_for(&stream, &inputs), &inputs),
+        "next" => measure_exchange_next(&mut exchange_for(&stream, &inputs), &inputs),
         _ => measure_exchange(&mut exchange_for(&stream, &inputs), &inputs),
     };
     println!("{what}: {} ops measured ({result})", stream.ops.len());
