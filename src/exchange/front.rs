@@ -152,25 +152,30 @@ impl Front {
             "inputs must arrive in sequence order"
         );
         self.last_seq = input.seq;
-        match input.command {
+        // By reference: a copy of the message on the stack, read back at the tokens' odd
+        // offsets, stalled on store forwarding (perf: a quarter of a Replace's front time).
+        match &input.command {
             Command::StartOfDay => self.start_of_day(input, link),
-            Command::Ouch { account, message } => {
+            &Command::Ouch {
+                account,
+                ref message,
+            } => {
                 if account.0 as usize >= self.tokens.len() {
                     return self.silent(input, "unknown account", link);
                 }
                 match message {
-                    Inbound::Enter(o) => self.enter(input, account, &o, link),
-                    Inbound::Cancel(x) => self.cancel(input, account, &x, link),
-                    Inbound::Replace(u) => self.replace(input, account, &u, link),
+                    Inbound::Enter(o) => self.enter(input, account, o, link),
+                    Inbound::Cancel(x) => self.cancel(input, account, x, link),
+                    Inbound::Replace(u) => self.replace(input, account, u, link),
                     Inbound::Modify(_) => self.silent(input, "modify is not offered", link),
                 }
             }
-            Command::Admin(admin) => self.admin(input, admin, link),
+            &Command::Admin(admin) => self.admin(input, admin, link),
             Command::Tick => {
                 let scope = SweepScope::Expired;
                 self.sweep(input, SweepKind::Expiry, scope, None, link)
             }
-            Command::Disconnect { account } => self.disconnect(input, account, link),
+            &Command::Disconnect { account } => self.disconnect(input, account, link),
         }
     }
 
