@@ -317,10 +317,7 @@ impl Merge {
                 self.last_seq = input.seq;
             }
             ShardEvent::Accepted { dead } => {
-                let Inbound::Enter(o) = *message else {
-                    unreachable!("accepted answers an enter");
-                };
-                self.order.taker = self.accepted(ts, account, &o, dead, sink);
+                self.order.taker = self.accepted(ts, account, dead, sink);
             }
             ShardEvent::Rejected { reason } => {
                 let token = match message {
@@ -331,10 +328,7 @@ impl Merge {
                 reject(ts, account, token, reason, sink);
             }
             ShardEvent::Replaced { .. } => {
-                let Inbound::Replace(u) = *message else {
-                    unreachable!("replaced answers a replace");
-                };
-                self.order.taker = self.replaced(ts, account, symbol, &u, event, sink);
+                self.order.taker = self.replaced(ts, account, symbol, event, sink);
             }
             ShardEvent::Executed {
                 maker_slot,
@@ -417,15 +411,24 @@ impl Merge {
         order_ref
     }
 
+    /// The order's input is read where it lies (`self.order`), not from a copy: a copy read
+    /// back at the tokens' odd offsets stalls on store forwarding (perf: two thirds of
+    /// `order_event`'s samples).
     fn accepted<S: Sink>(
         &mut self,
         ts: Timestamp,
         account: AccountId,
-        o: &ouch::EnterOrder,
         dead: bool,
         sink: &mut S,
     ) -> Taker {
         let order_ref = self.take_order_ref();
+        let Command::Ouch {
+            message: Inbound::Enter(o),
+            ..
+        } = &self.order.input.command
+        else {
+            unreachable!("accepted answers an enter");
+        };
         let accepted = ouch::Accepted {
             timestamp: ts,
             token: o.token,
@@ -454,12 +457,12 @@ impl Merge {
         }
     }
 
+    /// Reads the input in place, as [`Self::accepted`] does.
     fn replaced<S: Sink>(
         &mut self,
         ts: Timestamp,
         account: AccountId,
         symbol: u16,
-        u: &ouch::ReplaceOrder,
         event: &ShardEvent,
         sink: &mut S,
     ) -> Taker {
@@ -475,6 +478,13 @@ impl Merge {
             unreachable!();
         };
         let order_ref = self.take_order_ref();
+        let Command::Ouch {
+            message: Inbound::Replace(u),
+            ..
+        } = &self.order.input.command
+        else {
+            unreachable!("replaced answers a replace");
+        };
         let replaced = ouch::Replaced {
             timestamp: ts,
             token: u.replacement,
