@@ -2,8 +2,8 @@
 # Run the unsafe shared-memory code's tests under Miri (undefined behaviour, data races,
 # Stacked Borrows and Tree Borrows aliasing rules): the journal's commit protocol
 # (src/journal/{shared,record,segment,recovery}.rs), the output streams (src/stream.rs) and the
-# token tables' slot-array images and page population (src/exchange/tokens.rs), and the memory
-# hints they use (src/exchange/memory.rs: prefetch, huge-page advice; madvise is skipped there).
+# token tables' slot-array images and page population (src/exchange/tokens.rs, with the
+# memory hints of src/exchange/memory.rs it calls: prefetch, huge-page advice, skipped there).
 #
 # Miri cannot map files, so these tests run the same code over heap buffers or anonymous
 # mappings (SharedBytes views); the file-mapping glue in reader.rs / writer.rs only builds
@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-filters=(journal::shared journal::record journal::segment journal::recovery::tests stream:: exchange::tokens exchange::memory)
+filters=(journal::shared journal::record journal::segment journal::recovery::tests stream:: exchange::tokens)
 
 echo "== miri (stacked borrows)"
 cargo +nightly miri test -p bourse --lib -- "${filters[@]}"

@@ -70,8 +70,9 @@ pub trait Intake {
     /// A logged-in session of `account` ended other than by Logout Request (DESIGN.md 4a:
     /// the sequencer journals it; the core decides what it cancels).
     fn disconnect(&mut self, account: AccountId);
-    /// `message` of `account` will be submitted next: a hint to warm the cache for it (the
-    /// gateway has it in its buffer while it submits the one before). Changes nothing.
+    /// `message` of `account` is the one after the message about to be submitted (the gateway
+    /// has both in its buffer): a hint to warm the cache for it. It may never be submitted
+    /// (the connection may close first); the hint changes nothing either way.
     fn prefetch(&self, _account: AccountId, _message: &Inbound) {}
 }
 

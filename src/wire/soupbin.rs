@@ -770,6 +770,14 @@ mod tests {
             reader.next_packet(),
             Some(Err(FrameError::ZeroLength))
         ));
+
+        // After a failure nothing is offered, though whole packets follow the bad one.
+        let mut reader = FrameReader::new(CLIENT_MAX_PACKET_LEN);
+        reader.feed(b"\x00\x01Q\x00\x01R\x00\x03UOX");
+        assert!(
+            matches!(reader.next_packet(), Some(Err(_))),
+            "unknown packet type"
+        );
         assert_eq!(
             reader.following_unsequenced(),
             None,

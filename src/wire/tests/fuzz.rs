@@ -182,6 +182,11 @@ proptest! {
         let capacity = reader.capacity();
         let mut at = 0;
         let mut round = 0;
+        // What `following_unsequenced` said before the last packet was taken: the packet
+        // taken next, with no bytes fed in between, is that Unsequenced Data when it said
+        // one, and no Unsequenced Data when it said none. A packet it named stays promised
+        // across feeding (bytes are only added).
+        let mut said: Option<Option<Vec<u8>>> = None;
         // Each round either consumes input or ends: feeding is bounded by the stream length.
         'outer: while at < stream.len() {
             let want = chunks[round % chunks.len()];
@@ -194,13 +199,32 @@ proptest! {
                 piece = &piece[taken..];
                 prop_assert!(reader.buffered() <= capacity);
                 let mut packets = 0;
-                while let Some(p) = reader.next_packet() {
+                loop {
+                    let peek = reader.following_unsequenced().map(<[u8]>::to_vec);
+                    let Some(p) = reader.next_packet() else {
+                        prop_assert!(!matches!(said, Some(Some(_))), "a promised packet is missing");
+                        said = None; // a "none" may change once more bytes come
+                        break;
+                    };
                     packets += 1;
                     prop_assert!(packets <= capacity, "more packets than bytes");
                     match p {
-                        Ok(packet) => prop_assert!(packet.encoded_len() <= 2 + max_packet_len),
-                        Err(_) => break 'outer,
+                        Ok(packet) => {
+                            prop_assert!(packet.encoded_len() <= 2 + max_packet_len);
+                            let got = match packet {
+                                Packet::UnsequencedData(b) => Some(b.to_vec()),
+                                _ => None,
+                            };
+                            if let Some(said) = said.take() {
+                                prop_assert_eq!(said, got, "the packet after the next, as seen");
+                            }
+                        }
+                        Err(_) => {
+                            prop_assert!(!matches!(said, Some(Some(_))), "a promised packet failed");
+                            break 'outer;
+                        }
                     }
+                    said = Some(peek);
                 }
                 prop_assert!(taken > 0 || !reader.read_space().is_empty());
             }
