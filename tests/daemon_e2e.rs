@@ -421,19 +421,10 @@ fn a_restart_with_another_venue_is_refused_and_the_day_kept() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("a daemon with another venue did not stop");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let Some((status, stderr)) = common::exited(&mut child, Duration::from_secs(30)) else {
+        let _ = child.kill();
+        panic!("a daemon with another venue did not stop");
     };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(!status.success(), "refused: {status:?}");
     assert!(
         stderr.contains("another venue definition"),

@@ -7,10 +7,10 @@ mod common;
 use bourse::client::OuchClient;
 use bourse::wire::ouch::{Inbound, Outbound};
 use common::{TIMEOUT, Venue, config_text};
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn enter(token: &str, shares: u32) -> Inbound {
     common::day_order(token, b'B', shares, "AAPL", 100_000)
@@ -71,21 +71,10 @@ fn spawn_run(config: &Path, extra: &[&str]) -> Child {
 /// else the child (still running: it started).
 fn run_bourse(config: &Path, extra: &[&str]) -> Result<(bool, String), Child> {
     let mut child = spawn_run(config, extra);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut stderr = String::new();
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut stderr)
-                .unwrap();
-            return Ok((status.success(), stderr));
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    match common::exited(&mut child, Duration::from_secs(10)) {
+        Some((status, stderr)) => Ok((status.success(), stderr)),
+        None => Err(child),
     }
-    Err(child)
 }
 
 fn expect_refusal(config: &Path, names: &[&str]) {

@@ -346,19 +346,10 @@ fn a_panicking_shard_thread_stops_the_process() {
             .send(&enter(&format!("P{n}"), b'B', 100, "AAPL", 100_000, b'Y'))
             .unwrap();
     }
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the process kept running"
-        );
-        std::thread::sleep(Duration::from_millis(20));
+    let Some((status, stderr)) = common::exited(&mut child, Duration::from_secs(10)) else {
+        let _ = child.kill();
+        panic!("the process kept running");
     };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     assert_eq!(status.code(), Some(70), "{stderr}");
     assert_eq!(
         stderr.matches("pipeline thread failed").count(),

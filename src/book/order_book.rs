@@ -267,11 +267,7 @@ impl<T: Copy + Default> OrderBook<T> {
         deadline_ms: u32,
         payload: T,
     ) -> OrderHandle {
-        assert!(shares > 0, "resting an empty order");
-        assert!(
-            !self.crosses(side, price),
-            "resting an order that crosses the book"
-        );
+        self.assert_rests(side, price, shares);
         let index = self
             .pool
             .take()
@@ -309,11 +305,7 @@ impl<T: Copy + Default> OrderBook<T> {
     ) -> OrderHandle {
         let slot = *self.pool.get(old.0);
         assert!(slot.live, "stale order handle {}", old.0);
-        assert!(shares > 0, "resting an empty order");
-        assert!(
-            !self.crosses(slot.side, price),
-            "resting an order that crosses the book"
-        );
+        self.assert_rests(slot.side, price, shares);
         self.levels.unlink(&mut self.pool, old.0);
         if slot.deadline_ms > 0 {
             self.wheel.unlink(&mut self.pool, old.0);
@@ -331,6 +323,16 @@ impl<T: Copy + Default> OrderBook<T> {
             self.wheel.link(&mut self.pool, old.0);
         }
         old
+    }
+
+    /// What every order that comes to rest must be: not empty, and not crossing the book.
+    #[inline]
+    fn assert_rests(&self, side: Side, price: Price, shares: u32) {
+        assert!(shares > 0, "resting an empty order");
+        assert!(
+            !self.crosses(side, price),
+            "resting an order that crosses the book"
+        );
     }
 
     /// The level for `price` on `side` once an order has left `old_level` there: as

@@ -14,6 +14,7 @@ use super::msg::{
     AccountRisk, Market, ReplaceFeed, RiskBoard, ShardCmd, ShardEvent, SweepScope, Verdict,
     shard_of,
 };
+use super::tokens::token_words;
 use super::validate::{self, MarketState, ReplaceFault};
 use super::venue::{AccountDef, Stp, SymbolSpec, Venue, VenueError};
 use crate::book::{BookConfig, OrderBook, OrderHandle, OrderView, Removal};
@@ -201,17 +202,22 @@ impl Shard {
             .expect("symbol routed to its shard")
     }
 
-    /// The live order of `account` recorded in `slot` with `token`, if it still rests.
+    /// Where the live index keeps `account`'s token `slot`.
+    #[inline]
+    fn live_at(&self, account: u16, slot: u32) -> usize {
+        account as usize * self.tokens_per_account + slot as usize
+    }
+
     /// Ask the cache for the live-order entry of `account`'s token `slot` (see
     /// [`super::Exchange::prefetch_deeper`]); an out-of-range guess is ignored.
     #[inline]
     pub(crate) fn prefetch_live(&self, account: u16, slot: u32) {
-        let at = account as usize * self.tokens_per_account + slot as usize;
-        if let Some(entry) = self.live.get(at) {
+        if let Some(entry) = self.live.get(self.live_at(account, slot)) {
             super::memory::prefetch_line(entry);
         }
     }
 
+    /// The live order of `account` recorded in `slot` with `token`, if it still rests.
     pub(crate) fn live_order(
         &self,
         account: AccountId,
@@ -242,7 +248,7 @@ impl Shard {
         slot: u32,
         token: &Token,
     ) -> Option<OrderView<'b, Resting>> {
-        let handle = self.live[account.0 as usize * self.tokens_per_account + slot as usize];
+        let handle = self.live[self.live_at(account.0, slot)];
         if handle == NO_HANDLE {
             return None;
         }
@@ -285,10 +291,7 @@ impl Shard {
             return None;
         }
         let handle = book.insert(side, price, leaves, hidden, deadline_ms, resting);
-        self.live[account * self.tokens_per_account + slot as usize] = handle.0;
-        if self.limited[account] {
-            self.risk.rested(resting.account, leaves);
-        }
+        self.now_resting(resting.account, slot, handle, leaves);
         Some(handle)
     }
 
@@ -441,7 +444,7 @@ impl Shard {
             });
             return;
         }
-        let handle = self.rest(ts, &e, left);
+        let handle = self.rest(ts, &e, left, None);
         out.event(&ShardEvent::Rested {
             slot: handle.0,
             side: e.side,
@@ -449,17 +452,35 @@ impl Shard {
         });
     }
 
-    fn rest(&mut self, ts: Timestamp, e: &Entry, shares: u32) -> OrderHandle {
+    /// Rest `shares` of `e`; `replacing`: a replacement that rests without executing, in one
+    /// book step with the removal of the order it replaces.
+    fn rest(
+        &mut self,
+        ts: Timestamp,
+        e: &Entry,
+        shares: u32,
+        replacing: Option<OrderHandle>,
+    ) -> OrderHandle {
         let deadline_ms = validate::deadline_ms(ts.0, e.tif);
         let hidden = !e.resting.displayed();
         let book = self.book_mut(e.symbol);
-        let handle = book.insert(e.side, e.price, shares, hidden, deadline_ms, e.resting);
-        let at = e.account.0 as usize * self.tokens_per_account + e.slot as usize;
-        self.live[at] = handle.0;
-        if self.limited[e.account.0 as usize] {
-            self.risk.rested(e.account.0, shares);
-        }
+        let handle = match replacing {
+            None => book.insert(e.side, e.price, shares, hidden, deadline_ms, e.resting),
+            Some(old) => book.replace(old, e.price, shares, hidden, deadline_ms, e.resting),
+        };
+        self.now_resting(e.account.0, e.slot, handle, shares);
         handle
+    }
+
+    /// `account`'s order of token `slot` rests as `handle` with `shares`: the live index and
+    /// the account's position say so.
+    #[inline]
+    fn now_resting(&mut self, account: u16, slot: u32, handle: OrderHandle, shares: u32) {
+        let at = self.live_at(account, slot);
+        self.live[at] = handle.0;
+        if self.limited[account as usize] {
+            self.risk.rested(account, shares);
+        }
     }
 
     /// A resting order of `account` lost `shares` (`gone`: it left the book): its position.
@@ -751,7 +772,7 @@ impl Shard {
         };
         if quiet {
             self.left(entry.account.0, old.leaves, true);
-            let handle = self.rest_replacing(ts, entry, old.handle);
+            let handle = self.rest(ts, entry, entry.shares, Some(old.handle));
             out.event(&replaced(ReplaceFeed::Replace { new_slot: handle.0 }));
             return;
         }
@@ -766,21 +787,6 @@ impl Shard {
         if !dead {
             self.execute_and_rest(ts, *entry, out);
         }
-    }
-
-    /// [`Self::rest`] for a replacement that rests without executing, in one book step with
-    /// the removal of the order it replaces (`old`).
-    fn rest_replacing(&mut self, ts: Timestamp, e: &Entry, old: OrderHandle) -> OrderHandle {
-        let deadline_ms = validate::deadline_ms(ts.0, e.tif);
-        let hidden = !e.resting.displayed();
-        let book = self.book_mut(e.symbol);
-        let handle = book.replace(old, e.price, e.shares, hidden, deadline_ms, e.resting);
-        let at = e.account.0 as usize * self.tokens_per_account + e.slot as usize;
-        self.live[at] = handle.0;
-        if self.limited[e.account.0 as usize] {
-            self.risk.rested(e.account.0, e.shares);
-        }
-        handle
     }
 
     /// ITCH `U` only when old and new are displayed with the same attribution and the
@@ -897,14 +903,11 @@ impl Shard {
     }
 }
 
-/// `a == b` as two overlapping 8-byte words (bytes 0..8 and 6..14), about half the
-/// instructions of the derived 14-byte comparison on every cancel and replace.
+/// `a == b` as the tokens' two words ([`token_words`]), about half the instructions of the
+/// derived 14-byte comparison on every cancel and replace.
 #[inline]
 fn same_token(a: &Token, b: &Token) -> bool {
-    let word = |t: &Token, at: usize| {
-        u64::from_ne_bytes(t.0[at..at + 8].try_into().expect("a token has 14 bytes"))
-    };
-    word(a, 0) == word(b, 0) && word(a, 6) == word(b, 6)
+    token_words(a) == token_words(b)
 }
 
 fn market_state(m: Market) -> MarketState {

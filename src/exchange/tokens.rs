@@ -30,16 +30,22 @@ use crate::types::Token;
 const SEED_LOW: u64 = 0x626f_7572_7365_2131;
 const SEED_HIGH: u64 = 0x243f_6a88_85a3_08d3;
 
-/// A token's hash: bytes 0..8 and 6..14 as little-endian words, folded by a 128-bit multiply.
+/// A token's bytes 0..8 and 6..14 as little-endian words: two unaligned 8-byte loads that
+/// overlap, so together they hold every byte (equal words, equal tokens). Indexing byte by
+/// byte made the compiler assemble each word from eight loads and shifts.
+#[inline]
+pub(crate) fn token_words(token: &Token) -> (u64, u64) {
+    let (low, high) = (token.0.first_chunk::<8>(), token.0.last_chunk::<8>());
+    (
+        u64::from_le_bytes(*low.expect("a token has 14 bytes")),
+        u64::from_le_bytes(*high.expect("a token has 14 bytes")),
+    )
+}
+
+/// A token's hash: its two words ([`token_words`]) folded by a 128-bit multiply.
 #[inline]
 pub(crate) fn token_hash(token: &Token) -> u64 {
-    // Two unaligned 8-byte loads (indexing byte by byte made the compiler assemble each
-    // word from eight loads and shifts: ~30 instructions a hash).
-    let (low, high) = (token.0.first_chunk::<8>(), token.0.last_chunk::<8>());
-    let (low, high) = (
-        u64::from_le_bytes(*low.unwrap()),
-        u64::from_le_bytes(*high.unwrap()),
-    );
+    let (low, high) = token_words(token);
     let full = u128::from(low ^ SEED_LOW) * u128::from(high ^ SEED_HIGH);
     (full as u64) ^ ((full >> 64) as u64)
 }
@@ -895,7 +901,6 @@ mod tests {
         assert!(try_with(entries, &free_bytes).is_ok());
     }
 
-    /// A table large enough to be populated by the kernel and rebuilt by ranges.
     /// Big enough for the populated (not filled) arrays, small enough for Miri: the pages
     /// are touched, the image is taken and restored (the `unsafe` code of this module).
     #[test]
@@ -917,6 +922,7 @@ mod tests {
         assert_eq!(back.next_slot(), 40, "the voided slot is reused first");
     }
 
+    /// A table large enough to be populated by the kernel and rebuilt by ranges.
     #[test]
     #[cfg_attr(
         miri,

@@ -424,6 +424,23 @@ fn unsafe_kill(pid: i32, signal: i32) {
     assert!(status.success());
 }
 
+/// Wait up to `timeout` for `child` (stderr piped) to exit by itself: its status and what it
+/// wrote to stderr, or None while it still runs (it is left running).
+pub fn exited(child: &mut Child, timeout: Duration) -> Option<(std::process::ExitStatus, String)> {
+    let deadline = std::time::Instant::now() + timeout;
+    // Bounded by the deadline.
+    while std::time::Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut stderr = String::new();
+            let mut pipe = child.stderr.take().expect("stderr piped");
+            std::io::Read::read_to_string(&mut pipe, &mut stderr).unwrap();
+            return Some((status, stderr));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
 /// Run `bourse <args>` and return (exit success, stdout).
 pub fn bourse(args: &[&str]) -> (bool, String) {
     let out = Command::new(bourse_binary()).args(args).output().unwrap();
