@@ -66,6 +66,11 @@ pub struct ClusterConfig {
     /// A member connection silent this long is closed.
     #[serde(default = "defaults::idle_timeout_ms")]
     pub idle_timeout_ms: u64,
+    /// A leader's appends to followers beyond the ones a majority needs wait at most this
+    /// long, merged (`cluster::majority_first`); 0 sends every append to every follower at
+    /// once.
+    #[serde(default = "defaults::minority_append_delay_us")]
+    pub minority_append_delay_us: u64,
 }
 
 mod defaults {
@@ -107,6 +112,9 @@ mod defaults {
     }
     pub fn idle_timeout_ms() -> u64 {
         10_000
+    }
+    pub fn minority_append_delay_us() -> u64 {
+        1_000
     }
 }
 
@@ -153,6 +161,10 @@ impl ClusterConfig {
         }
         if self.tick_ms == 0 {
             return Err("cluster.tick_ms must be at least 1".into());
+        }
+        // A heartbeat to a follower sends its held appends first anyway.
+        if self.minority_append_delay_us > self.heartbeat_ms.saturating_mul(1_000) {
+            return Err("cluster.minority_append_delay_us must not exceed heartbeat_ms".into());
         }
         let frame_need = self.append_bytes_max + u64::from(journal_payload_bytes_max) + (64 << 10);
         if u64::from(self.frame_bytes_max) < frame_need {

@@ -7,12 +7,15 @@
 //! - [`node`]: the member a daemon loop drives from its one thread: `propose`, `tick`, `step`,
 //!   `poll`, and the release gate (leader of the current term holding a lease).
 //! - [`transport`]: authenticated TCP between members.
+//! - [`majority_first`]: a leader's appends go at once to the followers a majority needs, the
+//!   others' are held briefly and merged.
 //!
 //! A venue without a `[cluster]` section, or with a cluster of one member, runs without raft
 //! exactly as before: its journal is byte-identical to a single node's.
 
 pub mod coalesce;
 pub mod config;
+pub mod majority_first;
 pub mod node;
 pub mod sequencing;
 pub mod state;

@@ -644,6 +644,18 @@ impl ClusterNode {
         Ok(())
     }
 
+    /// A leader's view of every follower: `(id, highest record raft knows it holds)` into
+    /// `out` (cleared; left empty when not leading). What [`super::majority_first`] ranks.
+    pub fn follower_progress(&self, out: &mut Vec<(u64, u64)>) {
+        out.clear();
+        let raft = &self.raw.raft;
+        if raft.state != StateRole::Leader {
+            return;
+        }
+        let followers = raft.prs().iter().filter(|&(&id, _)| id != raft.id);
+        out.extend(followers.map(|(&id, progress)| (id, progress.matched)));
+    }
+
     /// raft has more to hand out (a backlog left by a bounded [`Self::poll`]): poll again
     /// without sleeping.
     pub fn has_work(&self) -> bool {

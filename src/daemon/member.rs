@@ -25,6 +25,7 @@
 use super::node::Node;
 use super::output::FeedOut;
 use super::{ADMIN_TOKENS, Daemon, Listening, TRANSPORT_TOKEN, WAKER_TOKEN, admin, progress_bar};
+use crate::cluster::majority_first::MajorityFirst;
 use crate::cluster::node::{ClusterNode, Event, Polled, Role, StepError, tracing_logger};
 use crate::cluster::transport::Transport;
 use crate::config::Config;
@@ -80,6 +81,10 @@ pub(super) struct Member<F: FeedOut> {
     glimpse: GlimpseConfig,
     requester: SnapshotRequester,
     step_log: LogGate,
+    /// A leader's appends: at once to the followers a majority needs, the others' held.
+    majority_first: MajorityFirst,
+    /// Scratch for the followers' progress (no allocation per turn).
+    followers: Vec<(u64, u64)>,
 }
 
 impl<F: FeedOut> Daemon<F> {
@@ -195,6 +200,12 @@ impl<F: FeedOut> Daemon<F> {
             glimpse,
             requester,
             step_log: LogGate::default(),
+            majority_first: MajorityFirst::new(
+                cluster.members.len(),
+                cluster.minority_append_delay_us * 1_000,
+                cluster.append_bytes_max,
+            ),
+            followers: Vec::with_capacity(cluster.members.len()),
         };
         Ok(Daemon {
             poll,
@@ -283,9 +294,17 @@ impl<F: FeedOut> Daemon<F> {
             return false;
         }
         let epoch = raft.day_epoch_unix_ns();
+        raft.follower_progress(&mut member.followers);
+        member.majority_first.choose(&member.followers);
+        let now_boot_ns = boottime_ns();
+        let transport = &mut member.transport;
+        let mut send = |message| {
+            transport.send(message, epoch);
+        };
         for message in member.polled.messages.drain(..) {
-            member.transport.send(message, epoch);
+            member.majority_first.route(message, now_boot_ns, &mut send);
         }
+        member.majority_first.release_due(now_boot_ns, &mut send);
         member.transport.flush();
         let mut rebuild = false;
         let last_role = member.polled.events.iter().rev().find_map(|e| match e {
@@ -537,9 +556,14 @@ impl<F: FeedOut> Daemon<F> {
         if member.transport.pending() || backlog {
             return Duration::ZERO;
         }
+        let now_ns = boottime_ns();
         let next_ns = (member.ticks_done + 1) * member.tick_ns;
-        let elapsed = boottime_ns().saturating_sub(member.started_boot_ns);
-        timeout.min(Duration::from_nanos(next_ns.saturating_sub(elapsed)))
+        let elapsed = now_ns.saturating_sub(member.started_boot_ns);
+        let mut timeout = timeout.min(Duration::from_nanos(next_ns.saturating_sub(elapsed)));
+        if let Some(due_ns) = member.majority_first.next_due_ns() {
+            timeout = timeout.min(Duration::from_nanos(due_ns.saturating_sub(now_ns)));
+        }
+        timeout
     }
 }
 

@@ -3,6 +3,7 @@
 # bourse-loadgen open loop against each in turn at every RATE (default "10000 100000"), the two
 # interleaved so both see the same machine; prints each run's latency table.
 #   tools/bench/cluster.sh ["10000 100000"]        SECS=5 (seconds per run), ROUNDS=1
+# MINORITY_DELAY_US=N sets the members' `cluster.minority_append_delay_us` (0: raft's own sends).
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/bourse-cluster-bench}
@@ -35,6 +36,7 @@ id = $i
 members = ["127.0.0.1:$((BASE + 1))", "127.0.0.1:$((BASE + 2))", "127.0.0.1:$((BASE + 3))"]
 secret = "the benchmark cluster's secret"
 EOF
+  if [ -n "${MINORITY_DELAY_US:-}" ]; then echo "minority_append_delay_us = $MINORITY_DELAY_US" >> "$OUT/m$i.toml"; fi
 done
 
 for name in alone m1 m2 m3; do

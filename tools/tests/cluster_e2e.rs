@@ -251,6 +251,7 @@ fn config_text(
     cluster_members: &[SocketAddr],
     group: SocketAddrV4,
     snapshot: SocketAddr,
+    cluster_extra: &str,
 ) -> String {
     let members: Vec<String> = cluster_members.iter().map(|m| format!("\"{m}\"")).collect();
     format!(
@@ -275,6 +276,7 @@ max_connections = 8
 id = {id}
 members = [{members}]
 secret = "{SECRET}"
+{cluster_extra}
 [limits]
 orders_per_symbol = 4096
 levels_per_side = 256
@@ -315,6 +317,11 @@ impl Cluster {
     /// Three members; `proxied`: every member reaches every other through its own
     /// [`LinkProxy`] (so a test can cut one member off).
     fn start(proxied: bool) -> Cluster {
+        Cluster::start_with(proxied, "")
+    }
+
+    /// [`Cluster::start`] with more `[cluster]` keys (lines) for every member.
+    fn start_with(proxied: bool, cluster_extra: &str) -> Cluster {
         // CLUSTER_E2E_KEEP=DIR keeps the members' journals and logs there.
         let temp = match std::env::var_os("CLUSTER_E2E_KEEP") {
             Some(dir) => {
@@ -360,7 +367,11 @@ impl Cluster {
                 .map(|(proxy, listen)| proxy.as_ref().map_or(*listen, |p| p.addr))
                 .collect();
             let snapshot = loopback(fixed_port());
-            std::fs::write(&member.config, config_text(&member, &view, group, snapshot)).unwrap();
+            std::fs::write(
+                &member.config,
+                config_text(&member, &view, group, snapshot, cluster_extra),
+            )
+            .unwrap();
             members.push(member);
         }
         let mut cluster = Cluster {
@@ -1020,5 +1031,75 @@ fn kill9_the_leader_under_load_repeatedly() {
         at(0.99),
         takeovers_ms[takeovers_ms.len() - 1]
     );
+    end_of_day(cluster, leader, &mut brokers, feed);
+}
+
+/// Majority first (`cluster.minority_append_delay_us`, 1 ms by default): the leader sends
+/// appends at once to one follower only and holds the other's. Each follower in turn is
+/// stopped for up to 1.5 s while a broker trades in a closed loop: whichever was the prompt
+/// one, every order is still acknowledged within a few ms — the held appends reach the other
+/// follower within the delay, and it becomes the prompt one. Heartbeats (which send held
+/// appends first) are every 400 ms here, so without the delay's bound an order waits up to
+/// that long for the stopped follower (checked: with `MajorityFirst::release_due` a no-op this
+/// fails, "an order waited 260.877304ms for stopped member 1").
+#[test]
+fn a_stopped_follower_delays_no_order_beyond_the_minority_delay() {
+    let mut cluster = Cluster::start_with(false, "heartbeat_ms = 400\nelection_timeout_ms = 2000");
+    let feed = cluster.feed_check();
+    let leader = cluster.await_one_leader(Duration::from_secs(20));
+    let gateway = cluster.members[leader].gateway;
+    let mut alice = Broker::new(0);
+    let mut client = OuchClient::login(gateway, "ALICE", "alicepw", "", 1, TIMEOUT).unwrap();
+    let mut n = 0u32;
+    let mut order = |alice: &mut Broker, client: &mut OuchClient| -> Duration {
+        let token = format!("F{n}");
+        n += 1;
+        alice.sent.push(token.clone());
+        let sent_at = Instant::now();
+        client.send(&enter(&token, b'B', 990_000)).unwrap();
+        while !alice.accepted.contains(&token) {
+            let got = client.recv_messages(1, TIMEOUT).unwrap();
+            assert_eq!(got.len(), 1, "no answer to {token}");
+            alice.absorb(got);
+        }
+        sent_at.elapsed()
+    };
+    for _ in 0..50 {
+        order(&mut alice, &mut client);
+    }
+    let followers: Vec<usize> = (0..3).filter(|&m| m != leader).collect();
+    for &follower in &followers {
+        cluster.members[follower].pause();
+        let paused_at = Instant::now();
+        let mut slowest = Duration::ZERO;
+        let mut orders = 0;
+        // Every order rests (the book holds 4,096): at most 1,500 a phase.
+        while paused_at.elapsed() < Duration::from_millis(1_500) && orders < 1_500 {
+            slowest = slowest.max(order(&mut alice, &mut client));
+            orders += 1;
+        }
+        cluster.members[follower].signal(libc::SIGCONT);
+        cluster.members[follower].stopped = false;
+        eprintln!(
+            "member {} stopped: {orders} orders, slowest acknowledged in {} µs",
+            follower + 1,
+            slowest.as_micros()
+        );
+        assert!(
+            orders > 20,
+            "orders flow while member {} is stopped",
+            follower + 1
+        );
+        // The delay is 1 ms; the rest is this (shared, 2-core) machine's scheduling.
+        assert!(
+            slowest < Duration::from_millis(150),
+            "an order waited {slowest:?} for stopped member {}",
+            follower + 1
+        );
+        cluster.await_caught_up(Duration::from_secs(30));
+        assert_eq!(cluster.await_one_leader(TIMEOUT), leader, "no election");
+    }
+    drop(client);
+    let mut brokers = vec![alice];
     end_of_day(cluster, leader, &mut brokers, feed);
 }
