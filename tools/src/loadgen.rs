@@ -281,13 +281,16 @@ fn bourse_token_id(t: &Token) -> u32 {
         .expect("workload ids fit u32")
 }
 
-/// Generate the ops of a run: enough for `rate x duration` (open loop), at most 20 million.
+/// Closed loop: ops generated per second of the run (more than this machine's venue takes).
+const CLOSED_LOOP_OPS_PER_SEC: u64 = 1_500_000;
+
+/// Generate the ops of a run: enough for `rate x duration` (open loop) or
+/// `CLOSED_LOOP_OPS_PER_SEC x duration` (closed loop), at most 20 million.
 pub fn generate(options: &Options) -> workload::Stream {
+    let secs = options.duration.as_secs().max(1);
     let wanted = match options.window {
-        None => options
-            .rate
-            .saturating_mul(options.duration.as_secs().max(1)),
-        Some(_) => 2_000_000,
+        None => options.rate.saturating_mul(secs),
+        Some(_) => CLOSED_LOOP_OPS_PER_SEC.saturating_mul(secs),
     };
     let mut spec = Spec::standard(options.workload, options.seed);
     spec.ops = wanted.clamp(1, 20_000_000) as u32;
