@@ -67,8 +67,8 @@ pub struct ClusterConfig {
     #[serde(default = "defaults::idle_timeout_ms")]
     pub idle_timeout_ms: u64,
     /// A leader's appends to followers beyond the ones a majority needs wait at most this
-    /// long, merged (`cluster::majority_first`); 0 sends every append to every follower at
-    /// once.
+    /// long, merged (`cluster::majority_first`); 0 (the default) sends every append to every
+    /// follower at once.
     #[serde(default = "defaults::minority_append_delay_us")]
     pub minority_append_delay_us: u64,
 }
@@ -114,7 +114,7 @@ mod defaults {
         10_000
     }
     pub fn minority_append_delay_us() -> u64 {
-        1_000
+        0
     }
 }
 

@@ -9,11 +9,13 @@
 //! §10: a two-member cluster answered at 78-81 µs p50 where three took 134-160 µs).
 //!
 //! Safety does not depend on this: raft tolerates any delay of any message. Liveness does,
-//! and is kept by the bound: a held append leaves within the delay whatever happens, so a
-//! prompt follower that stops answering costs at most one delay, after which the held ones
-//! have reached the next follower, its answers put it furthest along, and it becomes prompt
-//! ([`MajorityFirst::choose`] runs every turn). Order per destination is kept: any other
-//! message to a follower with held appends sends those first.
+//! and is kept by the bound: a held append leaves within the delay whatever happens, and at
+//! once when the commit is late (it has stood still for a quarter of the delay while records
+//! wait for it), so a prompt follower that is descheduled, paused or gone costs about a
+//! quarter of the delay; then the held ones have reached the next follower, its answers put it
+//! furthest along, and it becomes prompt ([`MajorityFirst::choose`] runs every turn). Order
+//! per destination is kept: any other message to a follower with held appends sends those
+//! first.
 //!
 //! Pure: time comes in as an argument (the daemon's CLOCK_BOOTTIME, the simulation's steps).
 
@@ -121,12 +123,28 @@ impl MajorityFirst {
         }
     }
 
-    /// Send what has waited its delay (merged: consecutive appends become one message of at
-    /// most `append_bytes_max` entry bytes).
-    pub fn release_due(&mut self, now_ns: u64, send: &mut impl FnMut(Message)) {
+    /// A quarter of the delay: how long the commit may stand still, with records waiting for
+    /// it, before the prompt followers count as late.
+    fn stall_ns(&self) -> u64 {
+        (self.delay_ns / 4).max(1)
+    }
+
+    /// Send what has waited its delay, and everything held once the commit is late: records
+    /// have waited since `commit_waiting_since_ns` (when the commit last moved with records
+    /// past it) for a quarter of the delay — the prompt followers are descheduled, paused or
+    /// gone, and the held ones may answer first. Merged: consecutive appends become one
+    /// message of at most `append_bytes_max` entry bytes.
+    pub fn release_due(
+        &mut self,
+        now_ns: u64,
+        commit_waiting_since_ns: Option<u64>,
+        send: &mut impl FnMut(Message),
+    ) {
+        let stall_ns = self.stall_ns();
+        let late = commit_waiting_since_ns.is_some_and(|t| now_ns.saturating_sub(t) >= stall_ns);
         for index in 0..self.held.len() {
             let held = &mut self.held[index];
-            let due = now_ns.saturating_sub(held.since_ns) >= self.delay_ns;
+            let due = late || now_ns.saturating_sub(held.since_ns) >= self.delay_ns;
             if !held.messages.is_empty() && due {
                 self.release(index, send);
             }
@@ -144,12 +162,15 @@ impl MajorityFirst {
         }
     }
 
-    /// When the oldest held append is due, if any is held (the loop sleeps no longer).
-    pub fn next_due_ns(&self) -> Option<u64> {
+    /// When held appends are next due, if any is held (the loop sleeps no longer): the oldest
+    /// one's delay, or the commit's lateness.
+    pub fn next_due_ns(&self, commit_waiting_since_ns: Option<u64>) -> Option<u64> {
+        let late_at =
+            commit_waiting_since_ns.map_or(u64::MAX, |t| t.saturating_add(self.stall_ns()));
         self.held
             .iter()
             .filter(|held| !held.messages.is_empty())
-            .map(|held| held.since_ns.saturating_add(self.delay_ns))
+            .map(|held| held.since_ns.saturating_add(self.delay_ns).min(late_at))
             .min()
     }
 }
@@ -203,15 +224,37 @@ mod tests {
             mf.route(append(3, i, 1), at, &mut |m| sent.push(m));
             mf.route(append(2, i, 1), at, &mut |m| sent.push(m));
         }
-        assert_eq!(mf.next_due_ns(), Some(1_100));
-        mf.release_due(1_099, &mut |m| sent.push(m));
+        assert_eq!(mf.next_due_ns(None), Some(1_100));
+        mf.release_due(1_099, None, &mut |m| sent.push(m));
         assert_eq!(sent_to(&sent), vec![(3, MessageType::MsgAppend, 1); 3]);
-        mf.release_due(1_100, &mut |m| sent.push(m));
+        mf.release_due(1_100, None, &mut |m| sent.push(m));
         // The three held appends continue each other: one message with all three entries.
         assert_eq!(sent.len(), 4);
         assert_eq!(sent_to(&sent[3..]), vec![(2, MessageType::MsgAppend, 3)]);
         assert_eq!(sent[3].index, 12);
-        assert_eq!(mf.next_due_ns(), None);
+        assert_eq!(mf.next_due_ns(None), None);
+    }
+
+    #[test]
+    fn a_late_commit_releases_what_is_held_before_the_delay() {
+        let mut mf = MajorityFirst::new(3, 1_000, 1 << 20);
+        mf.choose(&[(2, 10), (3, 12)]);
+        let mut sent = Vec::new();
+        mf.route(append(3, 12, 1), 100, &mut |m| sent.push(m));
+        mf.route(append(2, 12, 1), 100, &mut |m| sent.push(m));
+        // The commit last moved at 100 with a record past it: late at 100 + 1_000 / 4.
+        assert_eq!(mf.next_due_ns(Some(100)), Some(350));
+        assert_eq!(mf.next_due_ns(None), Some(1_100));
+        mf.release_due(349, Some(100), &mut |m| sent.push(m));
+        assert_eq!(sent.len(), 1, "the prompt follower's only");
+        mf.release_due(349, None, &mut |m| sent.push(m));
+        assert_eq!(
+            sent.len(),
+            1,
+            "nothing waits for the commit: the delay holds"
+        );
+        mf.release_due(350, Some(100), &mut |m| sent.push(m));
+        assert_eq!(sent_to(&sent[1..]), vec![(2, MessageType::MsgAppend, 1)]);
     }
 
     #[test]
@@ -229,7 +272,7 @@ mod tests {
                 (2, MessageType::MsgHeartbeat, 0)
             ]
         );
-        assert_eq!(mf.next_due_ns(), None);
+        assert_eq!(mf.next_due_ns(None), None);
     }
 
     #[test]
@@ -256,7 +299,7 @@ mod tests {
         let mut sent = Vec::new();
         off.route(append(2, 1, 1), 0, &mut |m| sent.push(m));
         assert_eq!(sent.len(), 1);
-        assert_eq!(off.next_due_ns(), None);
+        assert_eq!(off.next_due_ns(None), None);
     }
 
     #[test]
@@ -268,6 +311,6 @@ mod tests {
             mf.route(append(2, i, 1), 0, &mut |m| sent.push(m));
         }
         assert!(!sent.is_empty(), "the bound sent them");
-        assert_eq!(mf.next_due_ns(), None);
+        assert_eq!(mf.next_due_ns(None), None);
     }
 }

@@ -82,6 +82,9 @@ struct Member {
     polled: Polled,
     /// As the daemon routes a leader's appends (made at its first poll after each start).
     majority_first: Option<MajorityFirst>,
+    /// The commit index at the last poll, and the step it last moved.
+    commit_seen: u64,
+    commit_moved_at: u64,
 }
 
 struct InFlight {
@@ -156,9 +159,9 @@ fn temp_dir() -> tempfile::TempDir {
     builder.tempdir().expect("temp dir")
 }
 
-/// Steps a minority follower's appends wait at most, on the seeds that hold them (two to three
-/// of the network's usual delays).
-const MAJORITY_FIRST_DELAY_STEPS: u64 = 3;
+/// Steps a minority follower's appends wait at most, on the seeds that hold them (four to eight
+/// of the network's usual delays; a commit standing still for a quarter of it releases them).
+const MAJORITY_FIRST_DELAY_STEPS: u64 = 8;
 /// `node_config`'s append size (merged held appends keep to it).
 fn node_config_append_bytes_max() -> u64 {
     4096
@@ -228,6 +231,8 @@ impl Sim {
                 reader: None,
                 polled: Polled::default(),
                 majority_first: None,
+                commit_seen: 0,
+                commit_moved_at: 0,
             })
             .collect();
         let mut sim = Sim {
@@ -553,7 +558,13 @@ impl Sim {
             for message in routed.drain(..) {
                 majority_first.route(message, self.now, &mut |m| out.push(m));
             }
-            majority_first.release_due(self.now, &mut |m| out.push(m));
+            let committed = node.committed_seq();
+            if committed != member.commit_seen {
+                member.commit_seen = committed;
+                member.commit_moved_at = self.now;
+            }
+            let waiting = (node.last_seq() > committed).then_some(member.commit_moved_at);
+            majority_first.release_due(self.now, waiting, &mut |m| out.push(m));
             self.held_appends += majority_first.held_total() - held_before;
             routed = out;
         }

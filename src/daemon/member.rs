@@ -85,6 +85,9 @@ pub(super) struct Member<F: FeedOut> {
     majority_first: MajorityFirst,
     /// Scratch for the followers' progress (no allocation per turn).
     followers: Vec<(u64, u64)>,
+    /// The commit index last seen, and since when records past it wait (CLOCK_BOOTTIME ns).
+    commit_seen: u64,
+    commit_waiting_since_ns: Option<u64>,
 }
 
 impl<F: FeedOut> Daemon<F> {
@@ -206,6 +209,8 @@ impl<F: FeedOut> Daemon<F> {
                 cluster.append_bytes_max,
             ),
             followers: Vec::with_capacity(cluster.members.len()),
+            commit_seen: 0,
+            commit_waiting_since_ns: None,
         };
         Ok(Daemon {
             poll,
@@ -304,7 +309,16 @@ impl<F: FeedOut> Daemon<F> {
         for message in member.polled.messages.drain(..) {
             member.majority_first.route(message, now_boot_ns, &mut send);
         }
-        member.majority_first.release_due(now_boot_ns, &mut send);
+        member.commit_waiting_since_ns = commit_waiting_since(
+            raft,
+            &mut member.commit_seen,
+            member.commit_waiting_since_ns,
+            now_boot_ns,
+        );
+        let waiting = member.commit_waiting_since_ns;
+        member
+            .majority_first
+            .release_due(now_boot_ns, waiting, &mut send);
         member.transport.flush();
         let mut rebuild = false;
         let last_role = member.polled.events.iter().rev().find_map(|e| match e {
@@ -560,10 +574,33 @@ impl<F: FeedOut> Daemon<F> {
         let next_ns = (member.ticks_done + 1) * member.tick_ns;
         let elapsed = now_ns.saturating_sub(member.started_boot_ns);
         let mut timeout = timeout.min(Duration::from_nanos(next_ns.saturating_sub(elapsed)));
-        if let Some(due_ns) = member.majority_first.next_due_ns() {
+        if let Some(due_ns) = member
+            .majority_first
+            .next_due_ns(member.commit_waiting_since_ns)
+        {
             timeout = timeout.min(Duration::from_nanos(due_ns.saturating_sub(now_ns)));
         }
         timeout
+    }
+}
+
+/// Since when records past the commit index have waited without the commit moving (`None`:
+/// nothing waits). What tells majority first that its prompt followers are late.
+fn commit_waiting_since(
+    raft: &ClusterNode,
+    commit_seen: &mut u64,
+    since_ns: Option<u64>,
+    now_ns: u64,
+) -> Option<u64> {
+    let committed = raft.committed_seq();
+    let moved = committed != *commit_seen;
+    *commit_seen = committed;
+    if raft.last_seq() <= committed {
+        return None;
+    }
+    match since_ns {
+        Some(since) if !moved => Some(since),
+        _ => Some(now_ns),
     }
 }
 

@@ -1034,17 +1034,20 @@ fn kill9_the_leader_under_load_repeatedly() {
     end_of_day(cluster, leader, &mut brokers, feed);
 }
 
-/// Majority first (`cluster.minority_append_delay_us`, 1 ms by default): the leader sends
+/// Majority first (`cluster.minority_append_delay_us = 1000`): the leader sends
 /// appends at once to one follower only and holds the other's. Each follower in turn is
 /// stopped for up to 1.5 s while a broker trades in a closed loop: whichever was the prompt
 /// one, every order is still acknowledged within a few ms — the held appends reach the other
 /// follower within the delay, and it becomes the prompt one. Heartbeats (which send held
 /// appends first) are every 400 ms here, so without the delay's bound an order waits up to
 /// that long for the stopped follower (checked: with `MajorityFirst::release_due` a no-op this
-/// fails, "an order waited 260.877304ms for stopped member 1").
+/// fails, "an order waited 305.101844ms for stopped member 1").
 #[test]
 fn a_stopped_follower_delays_no_order_beyond_the_minority_delay() {
-    let mut cluster = Cluster::start_with(false, "heartbeat_ms = 400\nelection_timeout_ms = 2000");
+    let mut cluster = Cluster::start_with(
+        false,
+        "heartbeat_ms = 400\nelection_timeout_ms = 2000\nminority_append_delay_us = 1000",
+    );
     let feed = cluster.feed_check();
     let leader = cluster.await_one_leader(Duration::from_secs(20));
     let gateway = cluster.members[leader].gateway;
