@@ -205,7 +205,7 @@ impl<F: FeedOut> Daemon<F> {
             step_log: LogGate::default(),
             majority_first: MajorityFirst::new(
                 cluster.members.len(),
-                cluster.minority_append_delay_us * 1_000,
+                cluster.minority_append_delay_us.saturating_mul(1_000),
                 cluster.append_bytes_max,
             ),
             followers: Vec::with_capacity(cluster.members.len()),
