@@ -325,6 +325,7 @@ mod tests {
             (format!("[cluster]\nid = 1\n{members}\nsecret = \"0123456789abcdef\"\nsecret_file = \"x\""), "not both"),
             (format!("[cluster]\nid = 1\n{members}\nsecret = \"0123456789abcdef\"\nelection_timeout_ms = 60"), "election timeout"),
             (format!("[cluster]\nid = 1\n{members}\nsecret = \"0123456789abcdef\"\nfrme_bytes_max = 1"), "frme_bytes_max"),
+            (format!("[cluster]\nid = 1\n{members}\nsecret = \"0123456789abcdef\"\nminority_append_delay_us = 50001"), "must not exceed heartbeat_ms"),
             ("[cluster]\nid = 1\nmembers = [\"127.0.0.1:1\", \"127.0.0.1:1\"]\nsecret = \"0123456789abcdef\"".to_string(), "twice"),
         ];
         for (text, needle) in cases {

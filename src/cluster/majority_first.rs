@@ -48,11 +48,23 @@ pub struct MajorityFirst {
     ranked: Vec<(u64, u64)>,
     /// Appends held so far (each counted once, however they were merged).
     held_total: u64,
+    /// The commit index last observed, and since when records past it have waited without
+    /// it moving (`None`: nothing waits) — how late the prompt followers are.
+    commit_seen: u64,
+    commit_waiting_since_ns: Option<u64>,
 }
 
 impl MajorityFirst {
-    pub fn new(members: usize, delay_ns: u64, append_bytes_max: u64) -> MajorityFirst {
+    /// `held_capacity`: appends that may wait for one follower without its list growing
+    /// (raft's in-flight window, `appends_in_flight_max`, bounds them in practice).
+    pub fn new(
+        members: usize,
+        delay_ns: u64,
+        append_bytes_max: u64,
+        held_capacity: usize,
+    ) -> MajorityFirst {
         assert!(members >= 1, "a cluster has a member");
+        let held_capacity = held_capacity.clamp(1, HELD_MESSAGES_MAX);
         MajorityFirst {
             delay_ns,
             append_bytes_max,
@@ -60,13 +72,33 @@ impl MajorityFirst {
             prompt: Vec::with_capacity(members),
             held: (0..members)
                 .map(|_| Held {
-                    messages: Vec::with_capacity(64),
+                    messages: Vec::with_capacity(held_capacity),
                     since_ns: 0,
                 })
                 .collect(),
             ranked: Vec::with_capacity(members),
             held_total: 0,
+            commit_seen: 0,
+            commit_waiting_since_ns: None,
         }
+    }
+
+    /// Off (delay 0): every message leaves at once, and nothing here need run.
+    pub fn enabled(&self) -> bool {
+        self.delay_ns > 0
+    }
+
+    /// Where raft's log stands, every turn before [`Self::release_due`]: the commit index
+    /// and the last index. Records past the commit start the lateness clock, which restarts
+    /// whenever the commit moves and stops when nothing waits.
+    pub fn observe_commit(&mut self, committed: u64, last: u64, now_ns: u64) {
+        let moved = committed != self.commit_seen;
+        self.commit_seen = committed;
+        self.commit_waiting_since_ns = match self.commit_waiting_since_ns {
+            _ if last <= committed => None,
+            Some(since) if !moved => Some(since),
+            _ => Some(now_ns),
+        };
     }
 
     /// Appends held so far.
@@ -130,18 +162,15 @@ impl MajorityFirst {
     }
 
     /// Send what has waited its delay, and everything held once the commit is late: records
-    /// have waited since `commit_waiting_since_ns` (when the commit last moved with records
-    /// past it) for a quarter of the delay — the prompt followers are descheduled, paused or
-    /// gone, and the held ones may answer first. Merged: consecutive appends become one
-    /// message of at most `append_bytes_max` entry bytes.
-    pub fn release_due(
-        &mut self,
-        now_ns: u64,
-        commit_waiting_since_ns: Option<u64>,
-        send: &mut impl FnMut(Message),
-    ) {
+    /// have waited (see [`Self::observe_commit`]) a quarter of the delay without the commit
+    /// moving — the prompt followers are descheduled, paused or gone, and the held ones may
+    /// answer first. Merged: consecutive appends become one message of at most
+    /// `append_bytes_max` entry bytes.
+    pub fn release_due(&mut self, now_ns: u64, send: &mut impl FnMut(Message)) {
         let stall_ns = self.stall_ns();
-        let late = commit_waiting_since_ns.is_some_and(|t| now_ns.saturating_sub(t) >= stall_ns);
+        let late = self
+            .commit_waiting_since_ns
+            .is_some_and(|t| now_ns.saturating_sub(t) >= stall_ns);
         for index in 0..self.held.len() {
             let held = &mut self.held[index];
             let due = late || now_ns.saturating_sub(held.since_ns) >= self.delay_ns;
@@ -149,6 +178,11 @@ impl MajorityFirst {
                 self.release(index, send);
             }
         }
+        debug_assert!(
+            self.held.iter().all(|held| held.messages.is_empty()
+                || now_ns.saturating_sub(held.since_ns) < self.delay_ns),
+            "no held append outlives its delay"
+        );
     }
 
     fn release(&mut self, index: usize, send: &mut impl FnMut(Message)) {
@@ -164,9 +198,10 @@ impl MajorityFirst {
 
     /// When held appends are next due, if any is held (the loop sleeps no longer): the oldest
     /// one's delay, or the commit's lateness.
-    pub fn next_due_ns(&self, commit_waiting_since_ns: Option<u64>) -> Option<u64> {
-        let late_at =
-            commit_waiting_since_ns.map_or(u64::MAX, |t| t.saturating_add(self.stall_ns()));
+    pub fn next_due_ns(&self) -> Option<u64> {
+        let late_at = self
+            .commit_waiting_since_ns
+            .map_or(u64::MAX, |t| t.saturating_add(self.stall_ns()));
         self.held
             .iter()
             .filter(|held| !held.messages.is_empty())
@@ -216,7 +251,7 @@ mod tests {
 
     #[test]
     fn the_follower_furthest_along_gets_appends_at_once_the_other_within_the_delay() {
-        let mut mf = MajorityFirst::new(3, 1_000, 1 << 20);
+        let mut mf = MajorityFirst::new(3, 1_000, 1 << 20, 64);
         mf.choose(&[(2, 10), (3, 12)]);
         assert!(mf.is_prompt(3) && !mf.is_prompt(2));
         let mut sent = Vec::new();
@@ -224,42 +259,43 @@ mod tests {
             mf.route(append(3, i, 1), at, &mut |m| sent.push(m));
             mf.route(append(2, i, 1), at, &mut |m| sent.push(m));
         }
-        assert_eq!(mf.next_due_ns(None), Some(1_100));
-        mf.release_due(1_099, None, &mut |m| sent.push(m));
+        assert_eq!(mf.next_due_ns(), Some(1_100));
+        mf.release_due(1_099, &mut |m| sent.push(m));
         assert_eq!(sent_to(&sent), vec![(3, MessageType::MsgAppend, 1); 3]);
-        mf.release_due(1_100, None, &mut |m| sent.push(m));
+        mf.release_due(1_100, &mut |m| sent.push(m));
         // The three held appends continue each other: one message with all three entries.
         assert_eq!(sent.len(), 4);
         assert_eq!(sent_to(&sent[3..]), vec![(2, MessageType::MsgAppend, 3)]);
         assert_eq!(sent[3].index, 12);
-        assert_eq!(mf.next_due_ns(None), None);
+        assert_eq!(mf.next_due_ns(), None);
     }
 
     #[test]
     fn a_late_commit_releases_what_is_held_before_the_delay() {
-        let mut mf = MajorityFirst::new(3, 1_000, 1 << 20);
+        let mut mf = MajorityFirst::new(3, 1_000, 1 << 20, 64);
         mf.choose(&[(2, 10), (3, 12)]);
         let mut sent = Vec::new();
         mf.route(append(3, 12, 1), 100, &mut |m| sent.push(m));
         mf.route(append(2, 12, 1), 100, &mut |m| sent.push(m));
-        // The commit last moved at 100 with a record past it: late at 100 + 1_000 / 4.
-        assert_eq!(mf.next_due_ns(Some(100)), Some(350));
-        assert_eq!(mf.next_due_ns(None), Some(1_100));
-        mf.release_due(349, Some(100), &mut |m| sent.push(m));
+        // Nothing waits for the commit: only the delay counts.
+        mf.observe_commit(12, 12, 100);
+        assert_eq!(mf.next_due_ns(), Some(1_100));
+        // Record 13 waits from 100 on: late at 100 + 1_000 / 4, unless the commit moves.
+        mf.observe_commit(12, 13, 100);
+        assert_eq!(mf.next_due_ns(), Some(350));
+        mf.observe_commit(12, 13, 300);
+        mf.release_due(349, &mut |m| sent.push(m));
         assert_eq!(sent.len(), 1, "the prompt follower's only");
-        mf.release_due(349, None, &mut |m| sent.push(m));
-        assert_eq!(
-            sent.len(),
-            1,
-            "nothing waits for the commit: the delay holds"
-        );
-        mf.release_due(350, Some(100), &mut |m| sent.push(m));
+        mf.observe_commit(13, 14, 340);
+        mf.release_due(500, &mut |m| sent.push(m));
+        assert_eq!(sent.len(), 1, "the commit moved at 340: late at 590");
+        mf.release_due(590, &mut |m| sent.push(m));
         assert_eq!(sent_to(&sent[1..]), vec![(2, MessageType::MsgAppend, 1)]);
     }
 
     #[test]
     fn another_message_to_a_held_follower_sends_the_held_appends_first() {
-        let mut mf = MajorityFirst::new(3, 1_000, 1 << 20);
+        let mut mf = MajorityFirst::new(3, 1_000, 1 << 20, 64);
         mf.choose(&[(2, 5), (3, 9)]);
         let mut sent = Vec::new();
         let mut send = |m: Message| sent.push(m);
@@ -272,12 +308,12 @@ mod tests {
                 (2, MessageType::MsgHeartbeat, 0)
             ]
         );
-        assert_eq!(mf.next_due_ns(None), None);
+        assert_eq!(mf.next_due_ns(), None);
     }
 
     #[test]
     fn a_held_follower_that_overtakes_becomes_prompt_ties_keep_the_prompt_one() {
-        let mut mf = MajorityFirst::new(3, 1_000, 1 << 20);
+        let mut mf = MajorityFirst::new(3, 1_000, 1 << 20, 64);
         mf.choose(&[(2, 7), (3, 7)]);
         assert!(mf.is_prompt(2), "a tie goes to the lowest id first");
         mf.choose(&[(2, 7), (3, 7)]);
@@ -291,26 +327,26 @@ mod tests {
 
     #[test]
     fn five_members_have_two_prompt_followers_and_no_delay_holds_nothing() {
-        let mut mf = MajorityFirst::new(5, 1_000, 1 << 20);
+        let mut mf = MajorityFirst::new(5, 1_000, 1 << 20, 64);
         mf.choose(&[(2, 3), (3, 8), (4, 8), (5, 1)]);
         assert!(mf.is_prompt(3) && mf.is_prompt(4) && !mf.is_prompt(2) && !mf.is_prompt(5));
-        let mut off = MajorityFirst::new(3, 0, 1 << 20);
+        let mut off = MajorityFirst::new(3, 0, 1 << 20, 64);
         off.choose(&[(2, 1), (3, 9)]);
         let mut sent = Vec::new();
         off.route(append(2, 1, 1), 0, &mut |m| sent.push(m));
         assert_eq!(sent.len(), 1);
-        assert_eq!(off.next_due_ns(None), None);
+        assert_eq!(off.next_due_ns(), None);
     }
 
     #[test]
     fn held_appends_are_bounded() {
-        let mut mf = MajorityFirst::new(3, u64::MAX, 1 << 20);
+        let mut mf = MajorityFirst::new(3, u64::MAX, 1 << 20, 64);
         mf.choose(&[(2, 0), (3, 1)]);
         let mut sent = Vec::new();
         for i in 0..HELD_MESSAGES_MAX as u64 {
             mf.route(append(2, i, 1), 0, &mut |m| sent.push(m));
         }
         assert!(!sent.is_empty(), "the bound sent them");
-        assert_eq!(mf.next_due_ns(None), None);
+        assert_eq!(mf.next_due_ns(), None);
     }
 }

@@ -82,9 +82,6 @@ struct Member {
     polled: Polled,
     /// As the daemon routes a leader's appends (made at its first poll after each start).
     majority_first: Option<MajorityFirst>,
-    /// The commit index at the last poll, and the step it last moved.
-    commit_seen: u64,
-    commit_moved_at: u64,
 }
 
 struct InFlight {
@@ -231,8 +228,6 @@ impl Sim {
                 reader: None,
                 polled: Polled::default(),
                 majority_first: None,
-                commit_seen: 0,
-                commit_moved_at: 0,
             })
             .collect();
         let mut sim = Sim {
@@ -548,23 +543,18 @@ impl Sim {
             let member = &mut self.members[index];
             let node = member.node.as_ref().expect("running");
             let majority_first = member.majority_first.get_or_insert_with(|| {
-                MajorityFirst::new(members, steps, node_config_append_bytes_max())
+                MajorityFirst::new(members, steps, node_config_append_bytes_max(), 16)
             });
             let mut followers = Vec::new();
             node.follower_progress(&mut followers);
             majority_first.choose(&followers);
+            majority_first.observe_commit(node.committed_seq(), node.last_seq(), self.now);
             let mut out = Vec::new();
             let held_before = majority_first.held_total();
             for message in routed.drain(..) {
                 majority_first.route(message, self.now, &mut |m| out.push(m));
             }
-            let committed = node.committed_seq();
-            if committed != member.commit_seen {
-                member.commit_seen = committed;
-                member.commit_moved_at = self.now;
-            }
-            let waiting = (node.last_seq() > committed).then_some(member.commit_moved_at);
-            majority_first.release_due(self.now, waiting, &mut |m| out.push(m));
+            majority_first.release_due(self.now, &mut |m| out.push(m));
             self.held_appends += majority_first.held_total() - held_before;
             routed = out;
         }

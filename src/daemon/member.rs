@@ -85,9 +85,6 @@ pub(super) struct Member<F: FeedOut> {
     majority_first: MajorityFirst,
     /// Scratch for the followers' progress (no allocation per turn).
     followers: Vec<(u64, u64)>,
-    /// The commit index last seen, and since when records past it wait (CLOCK_BOOTTIME ns).
-    commit_seen: u64,
-    commit_waiting_since_ns: Option<u64>,
 }
 
 impl<F: FeedOut> Daemon<F> {
@@ -207,10 +204,9 @@ impl<F: FeedOut> Daemon<F> {
                 cluster.members.len(),
                 cluster.minority_append_delay_us.saturating_mul(1_000),
                 cluster.append_bytes_max,
+                cluster.appends_in_flight_max,
             ),
             followers: Vec::with_capacity(cluster.members.len()),
-            commit_seen: 0,
-            commit_waiting_since_ns: None,
         };
         Ok(Daemon {
             poll,
@@ -299,26 +295,25 @@ impl<F: FeedOut> Daemon<F> {
             return false;
         }
         let epoch = raft.day_epoch_unix_ns();
-        raft.follower_progress(&mut member.followers);
-        member.majority_first.choose(&member.followers);
-        let now_boot_ns = boottime_ns();
-        let transport = &mut member.transport;
-        let mut send = |message| {
-            transport.send(message, epoch);
-        };
-        for message in member.polled.messages.drain(..) {
-            member.majority_first.route(message, now_boot_ns, &mut send);
+        if member.majority_first.enabled() {
+            raft.follower_progress(&mut member.followers);
+            let majority_first = &mut member.majority_first;
+            majority_first.choose(&member.followers);
+            let now_boot_ns = boottime_ns();
+            majority_first.observe_commit(raft.committed_seq(), raft.last_seq(), now_boot_ns);
+            let transport = &mut member.transport;
+            let mut send = |message| {
+                transport.send(message, epoch);
+            };
+            for message in member.polled.messages.drain(..) {
+                majority_first.route(message, now_boot_ns, &mut send);
+            }
+            majority_first.release_due(now_boot_ns, &mut send);
+        } else {
+            for message in member.polled.messages.drain(..) {
+                member.transport.send(message, epoch);
+            }
         }
-        member.commit_waiting_since_ns = commit_waiting_since(
-            raft,
-            &mut member.commit_seen,
-            member.commit_waiting_since_ns,
-            now_boot_ns,
-        );
-        let waiting = member.commit_waiting_since_ns;
-        member
-            .majority_first
-            .release_due(now_boot_ns, waiting, &mut send);
         member.transport.flush();
         let mut rebuild = false;
         let last_role = member.polled.events.iter().rev().find_map(|e| match e {
@@ -550,7 +545,7 @@ impl<F: FeedOut> Daemon<F> {
             Role::Candidate { term } => ("candidate", term, None),
         };
         format!(
-            " member={} role={role} term={term} commit={} leader={} serving={} journal_last={} synced_seq={} itch_sent={}",
+            " member={} role={role} term={term} commit={} leader={} serving={} journal_last={} synced_seq={} itch_sent={} held_appends={}",
             member.id,
             raft.committed_seq(),
             leader.map_or_else(|| "none".to_string(), |l| l.to_string()),
@@ -558,6 +553,7 @@ impl<F: FeedOut> Daemon<F> {
             raft.last_seq(),
             member.syncer.synced(),
             member.known_sent,
+            member.majority_first.held_total(),
         )
     }
 
@@ -574,33 +570,10 @@ impl<F: FeedOut> Daemon<F> {
         let next_ns = (member.ticks_done + 1) * member.tick_ns;
         let elapsed = now_ns.saturating_sub(member.started_boot_ns);
         let mut timeout = timeout.min(Duration::from_nanos(next_ns.saturating_sub(elapsed)));
-        if let Some(due_ns) = member
-            .majority_first
-            .next_due_ns(member.commit_waiting_since_ns)
-        {
+        if let Some(due_ns) = member.majority_first.next_due_ns() {
             timeout = timeout.min(Duration::from_nanos(due_ns.saturating_sub(now_ns)));
         }
         timeout
-    }
-}
-
-/// Since when records past the commit index have waited without the commit moving (`None`:
-/// nothing waits). What tells majority first that its prompt followers are late.
-fn commit_waiting_since(
-    raft: &ClusterNode,
-    commit_seen: &mut u64,
-    since_ns: Option<u64>,
-    now_ns: u64,
-) -> Option<u64> {
-    let committed = raft.committed_seq();
-    let moved = committed != *commit_seen;
-    *commit_seen = committed;
-    if raft.last_seq() <= committed {
-        return None;
-    }
-    match since_ns {
-        Some(since) if !moved => Some(since),
-        _ => Some(now_ns),
     }
 }
 

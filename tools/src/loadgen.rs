@@ -11,7 +11,9 @@
 //! Open loop with coordinated-omission correction: op `i` is *intended* at `t0 + i / rate`;
 //! latency is measured from that instant, so a stall of the venue (or of this sender) counts
 //! against every order that should have been sent during it. The service time (from the moment
-//! the order was actually written) is recorded too, to tell the two apart.
+//! the order was queued for writing; the write follows within the batch of at most
+//! `MAX_BATCH`) is recorded too, to tell the two apart. Closed loop measures from that moment
+//! as well.
 
 use crate::latency::{self, Clock, Pace, Series};
 use bourse::client::OuchClient;
@@ -94,6 +96,8 @@ pub struct Report {
     pub target_rate: u64,
     /// Largest lag of the sender behind its schedule (open loop), ns.
     pub max_send_lag_ns: u64,
+    /// Closed loop: every generated order was sent before `--duration` was up.
+    pub ran_out: bool,
 }
 
 impl Report {
@@ -137,6 +141,9 @@ impl Report {
             self.achieved_rate(),
             self.max_send_lag_ns as f64 / 1_000.0
         ));
+        if self.ran_out {
+            out.push_str("(closed loop: the generated orders ran out before --duration)\n");
+        }
         let kinds: Vec<String> = workload::KIND_NAMES
             .iter()
             .zip(self.sent_by_kind)
@@ -281,16 +288,20 @@ fn bourse_token_id(t: &Token) -> u32 {
         .expect("workload ids fit u32")
 }
 
-/// Closed loop: ops generated per second of the run (more than this machine's venue takes).
+/// Closed loop: ops generated per second of the run (more than this machine's venue takes),
+/// at most this many in all (~50 bytes each with their timestamps).
 const CLOSED_LOOP_OPS_PER_SEC: u64 = 1_500_000;
+const CLOSED_LOOP_OPS_MAX: u64 = 10_000_000;
 
-/// Generate the ops of a run: enough for `rate x duration` (open loop) or
-/// `CLOSED_LOOP_OPS_PER_SEC x duration` (closed loop), at most 20 million.
+/// Generate the ops of a run: enough for `rate x duration` (open loop, at most 20 million) or
+/// `CLOSED_LOOP_OPS_PER_SEC x duration` (closed loop, at most `CLOSED_LOOP_OPS_MAX`).
 pub fn generate(options: &Options) -> workload::Stream {
     let secs = options.duration.as_secs().max(1);
     let wanted = match options.window {
         None => options.rate.saturating_mul(secs),
-        Some(_) => CLOSED_LOOP_OPS_PER_SEC.saturating_mul(secs),
+        Some(_) => CLOSED_LOOP_OPS_PER_SEC
+            .saturating_mul(secs)
+            .min(CLOSED_LOOP_OPS_MAX),
     };
     let mut spec = Spec::standard(options.workload, options.seed);
     spec.ops = wanted.clamp(1, 20_000_000) as u32;
@@ -737,6 +748,7 @@ pub fn run(
     let ids = stream.stats.ids as usize;
     let slots = Arc::new(Slots::new(&stream.ops, ids));
     let ops = stream.ops;
+    let ops_count = ops.len();
     progress.total.store(
         match options.window {
             None => ops
@@ -846,6 +858,9 @@ pub fn run(
         open_loop: options.window.is_none(),
         target_rate: options.rate,
         max_send_lag_ns: sent.max_lag_ns,
+        ran_out: options.window.is_some()
+            && !stop.load(Ordering::Relaxed)
+            && sent.sent as usize == ops_count,
     })
 }
 

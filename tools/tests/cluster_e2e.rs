@@ -1039,14 +1039,15 @@ fn kill9_the_leader_under_load_repeatedly() {
 /// stopped for up to 1.5 s while a broker trades in a closed loop: whichever was the prompt
 /// one, every order is still acknowledged within a few ms — the held appends reach the other
 /// follower within the delay, and it becomes the prompt one. Heartbeats (which send held
-/// appends first) are every 400 ms here, so without the delay's bound an order waits up to
-/// that long for the stopped follower (checked: with `MajorityFirst::release_due` a no-op this
-/// fails, "an order waited 305.101844ms for stopped member 1").
+/// appends first) are every 1,000 ms here, so without the delay's bound an order waits up to
+/// that long for the stopped follower (checked with `MajorityFirst::release_due` a no-op and
+/// heartbeats every 400 ms: "an order waited 305.101844ms for stopped member 1"). The leader's
+/// status line counts the appends it held (the key is not silently ignored).
 #[test]
 fn a_stopped_follower_delays_no_order_beyond_the_minority_delay() {
     let mut cluster = Cluster::start_with(
         false,
-        "heartbeat_ms = 400\nelection_timeout_ms = 2000\nminority_append_delay_us = 1000",
+        "heartbeat_ms = 1000\nelection_timeout_ms = 3000\nminority_append_delay_us = 1000",
     );
     let feed = cluster.feed_check();
     let leader = cluster.await_one_leader(Duration::from_secs(20));
@@ -1095,13 +1096,22 @@ fn a_stopped_follower_delays_no_order_beyond_the_minority_delay() {
         );
         // The delay is 1 ms; the rest is this (shared, 2-core) machine's scheduling.
         assert!(
-            slowest < Duration::from_millis(150),
+            slowest < Duration::from_millis(400),
             "an order waited {slowest:?} for stopped member {}",
             follower + 1
         );
         cluster.await_caught_up(Duration::from_secs(30));
         assert_eq!(cluster.await_one_leader(TIMEOUT), leader, "no election");
     }
+    let status = cluster.members[leader]
+        .ask(&Request::Status, TIMEOUT)
+        .unwrap();
+    let held: u64 = status
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("held_appends="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no held_appends in {status}"));
+    assert!(held > 100, "the leader held appends: {status}");
     drop(client);
     let mut brokers = vec![alice];
     end_of_day(cluster, leader, &mut brokers, feed);
