@@ -116,6 +116,42 @@ fn loadgen_at_a_small_rate_reports_sane_percentiles_and_no_errors() {
     );
 }
 
+/// Closed loop: every Enter answered, the window kept (the sender parks for room and the
+/// receiver wakes it).
+#[test]
+fn loadgen_closed_loop_answers_every_enter_within_its_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path());
+    let out = run(
+        LOADGEN,
+        &args(&[
+            &"--config",
+            &venue.config.display(),
+            &"--gateway",
+            &venue.gateway,
+            &"--window",
+            &64,
+            &"--duration",
+            &1,
+            &"--quiet",
+        ]),
+        None,
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("unanswered enters: 0; errors: 0"),
+        "{}",
+        out.stdout
+    );
+    let (count, v) = accepted_row(&out.stdout);
+    assert!(count > 100, "{count} Accepted\n{}", out.stdout);
+    assert!(
+        v.windows(2).all(|w| w[0] <= w[1]),
+        "percentiles not monotonic: {v:?}"
+    );
+}
+
 #[test]
 fn loadgen_stops_on_ctrl_c_with_the_partial_report() {
     let dir = tempfile::tempdir().unwrap();
