@@ -480,6 +480,8 @@ impl<F: FeedOut> Daemon<F> {
             }
             gateway.shutdown(self.poll.registry(), now);
         }
+        // The inline output stage multicasts what the last batches released.
+        self.node.idle();
         tracing::info!(last_seq = self.node.last_seq(), "bourse stopped");
     }
 }

@@ -813,6 +813,10 @@ impl<F: FeedOut> Replayed<F> {
         };
         let shared = Arc::new(OutputShared::default());
         let mut streams = Streams::new(ouch_writers, itch, itch_reader.clone(), shared.clone());
+        if layout == Layout::Compact {
+            // On the event loop's thread: the feed's send waits until the replies are written.
+            streams.flush_feed_in_idle();
+        }
         let venue = &header.venue;
         let fresh = from_seq == 1;
         let built = match layout {

@@ -84,6 +84,14 @@ pub struct Streams<F: FeedOut> {
     /// ITCH count through End of Messages, once it is appended.
     end_of_messages_at: Option<u64>,
     feed_ended: bool,
+    /// Inline (compact): released ITCH is multicast in [`OutputStage::idle`], which the event
+    /// loop calls after it has written the replies, so the feed's `sendmmsg` does not sit
+    /// between an input's release and its reply. On the output thread (sharded) the feed is
+    /// flushed at each release: that thread writes no replies, and it reaches `idle` only
+    /// when nothing is left to merge.
+    feed_flush_in_idle: bool,
+    /// Released ITCH messages handed to the feed but not yet flushed: through this count.
+    feed_unflushed_through: Option<u64>,
     shared: Arc<OutputShared>,
     started: Instant,
     last_timers_ns: u64,
@@ -111,6 +119,8 @@ impl<F: FeedOut> Streams<F> {
             checkpoints: VecDeque::with_capacity(batches + 1),
             end_of_messages_at: None,
             feed_ended: false,
+            feed_flush_in_idle: false,
+            feed_unflushed_through: None,
             shared,
             started: Instant::now(),
             last_timers_ns: 0,
@@ -188,6 +198,12 @@ impl<F: FeedOut> Streams<F> {
         });
     }
 
+    /// Run inline with the gateway (compact): multicast released ITCH in `idle`, after the
+    /// replies.
+    pub fn flush_feed_in_idle(&mut self) {
+        self.feed_flush_in_idle = true;
+    }
+
     fn release(&mut self, seq: u64) {
         let mut released = false;
         while self.checkpoints.front().is_some_and(|c| c.seq <= seq) {
@@ -209,12 +225,14 @@ impl<F: FeedOut> Streams<F> {
             .is_some_and(|at| self.itch.published() >= at)
         {
             self.shared.day_ended.store(true, Ordering::Release);
-            if let Some(feed) = self.feed.as_mut()
-                && !self.feed_ended
-            {
+            if self.feed.is_some() && !self.feed_ended {
                 self.feed_ended = true;
                 let now = self.started.elapsed().as_nanos() as u64;
-                feed.end_of_session(now);
+                // The day's last messages leave before its End of Session.
+                self.flush_feed(now);
+                if let Some(feed) = self.feed.as_mut() {
+                    feed.end_of_session(now);
+                }
             }
         }
         if let Some(wake) = self.shared.waker.get() {
@@ -235,6 +253,19 @@ impl<F: FeedOut> Streams<F> {
         }
         // A new leader may know of messages sent beyond what it has released yet.
         self.itch_fed = self.itch_fed.max(last);
+        self.feed_unflushed_through = Some(last);
+        if !self.feed_flush_in_idle {
+            self.flush_feed(now);
+        }
+    }
+
+    /// Send what the feed holds; only then count it as multicast (a new leader continues the
+    /// feed after what the old one said it sent).
+    fn flush_feed(&mut self, now: u64) {
+        let (Some(feed), Some(last)) = (self.feed.as_mut(), self.feed_unflushed_through.take())
+        else {
+            return;
+        };
         feed.flush(now);
         self.shared.itch_sent.fetch_max(last, Ordering::Release);
     }
@@ -309,6 +340,7 @@ impl<F: FeedOut> Sink for Streams<F> {
 impl<F: FeedOut> OutputStage for Streams<F> {
     fn idle(&mut self) {
         let now = self.now_ns();
+        self.flush_feed(now);
         if now.saturating_sub(self.last_timers_ns) >= limits::OUTPUT_TIMERS_INTERVAL_NS {
             self.last_timers_ns = now;
             if let Some(feed) = self.feed.as_mut() {
@@ -325,17 +357,23 @@ mod tests {
     use crate::types::Timestamp;
     use std::sync::Mutex;
 
-    /// A feed that remembers what it was handed.
+    /// A feed that remembers what it was handed, and how many messages it had been handed
+    /// at each flush (`usize::MAX` marks the End of Session).
     #[derive(Clone, Default)]
-    struct Recorder(Arc<Mutex<Vec<Vec<u8>>>>);
+    struct Recorder(Arc<Mutex<Vec<Vec<u8>>>>, Arc<Mutex<Vec<usize>>>);
 
     impl FeedOut for Recorder {
         fn publish(&mut self, message: &[u8], _: u64) {
             self.0.lock().unwrap().push(message.to_vec());
         }
-        fn flush(&mut self, _: u64) {}
+        fn flush(&mut self, _: u64) {
+            let handed = self.0.lock().unwrap().len();
+            self.1.lock().unwrap().push(handed);
+        }
         fn poll_timers(&mut self, _: u64) {}
-        fn end_of_session(&mut self, _: u64) {}
+        fn end_of_session(&mut self, _: u64) {
+            self.1.lock().unwrap().push(usize::MAX);
+        }
     }
 
     fn event(code: u8) -> itch::Message {
@@ -399,6 +437,35 @@ mod tests {
         assert!(!shared.day_ended.load(Ordering::Acquire));
         out.marker(Marker::Release { seq: 4 });
         assert!(shared.day_ended.load(Ordering::Acquire));
+    }
+
+    /// Inline (compact), a release hands its ITCH to the feed but sends it only in `idle`,
+    /// after the loop has written the replies; only then is it counted as multicast (what a
+    /// new leader continues after). The day's End of Session follows its last messages.
+    #[test]
+    fn inline_the_feed_sends_released_itch_in_idle_and_counts_it_sent_only_then() {
+        let (ouch, _ouch_reader) = stream(1 << 20, 1 << 10).unwrap();
+        let (itch, itch_reader) = stream(1 << 20, 1 << 10).unwrap();
+        let shared = Arc::new(OutputShared::default());
+        let mut streams = Streams::new(vec![ouch], itch, itch_reader, shared.clone());
+        streams.flush_feed_in_idle();
+        let feed = Recorder::default();
+        streams.open_feed_after(0, feed.clone());
+        released_batch(&mut streams, 1, 3);
+        assert_eq!(feed.0.lock().unwrap().len(), 3, "handed to the feed");
+        assert!(feed.1.lock().unwrap().is_empty(), "not sent before idle");
+        assert_eq!(shared.itch_sent.load(Ordering::Acquire), 0);
+        streams.idle();
+        assert_eq!(*feed.1.lock().unwrap(), vec![3]);
+        assert_eq!(shared.itch_sent.load(Ordering::Acquire), 3);
+        streams.idle();
+        assert_eq!(*feed.1.lock().unwrap(), vec![3], "nothing new: no send");
+        streams.itch(&event(b'x'));
+        streams.itch(&event(itch::event::END_OF_MESSAGES));
+        streams.marker(Marker::BatchEnd { seq: 2 });
+        streams.marker(Marker::Release { seq: 2 });
+        assert_eq!(*feed.1.lock().unwrap(), vec![3, 5, usize::MAX]);
+        assert_eq!(shared.itch_sent.load(Ordering::Acquire), 5);
     }
 
     /// `count` more ITCH messages, as one released batch ending at input `seq`.
