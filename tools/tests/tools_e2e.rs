@@ -56,19 +56,38 @@ fn accepted_row(stdout: &str) -> (u64, Vec<f64>) {
     (count, values)
 }
 
+/// Run `bourse-loadgen` against `venue` with `extra` arguments after the connection ones:
+/// it must succeed with every Enter answered and no error. Returns its report and the
+/// Accepted row (count, percentiles), whose percentiles must not decrease.
+fn loadgen_report(venue: &Venue, extra: &[&dyn std::fmt::Display]) -> (String, u64, Vec<f64>) {
+    let config = venue.config.display();
+    let mut list: Vec<&dyn std::fmt::Display> =
+        vec![&"--config", &config, &"--gateway", &venue.gateway];
+    list.extend_from_slice(extra);
+    let out = run(LOADGEN, &args(&list), None, LIMIT);
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("unanswered enters: 0; errors: 0"),
+        "{}",
+        out.stdout
+    );
+    let (count, v) = accepted_row(&out.stdout);
+    assert!(
+        v.windows(2).all(|w| w[0] <= w[1]),
+        "percentiles not monotonic: {v:?}"
+    );
+    (out.stdout, count, v)
+}
+
 #[test]
 fn loadgen_at_a_small_rate_reports_sane_percentiles_and_no_errors() {
     let dir = tempfile::tempdir().unwrap();
     let venue = Venue::start(dir.path());
     let hist = dir.path().join("latency.hgrm");
     let plot = dir.path().join("latency.svg");
-    let out = run(
-        LOADGEN,
-        &args(&[
-            &"--config",
-            &venue.config.display(),
-            &"--gateway",
-            &venue.gateway,
+    let (stdout, count, v) = loadgen_report(
+        &venue,
+        &[
             &"--rate",
             &400,
             &"--duration",
@@ -80,27 +99,13 @@ fn loadgen_at_a_small_rate_reports_sane_percentiles_and_no_errors() {
             &hist.display(),
             &"--plot",
             &plot.display(),
-        ]),
-        None,
-        LIMIT,
+        ],
     );
-    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
-    assert!(
-        out.stdout.contains("unanswered enters: 0; errors: 0"),
-        "{}",
-        out.stdout
-    );
-    let (count, v) = accepted_row(&out.stdout);
     // 800 ops, about half of them Enter Orders.
-    assert!(count > 200, "{count} Accepted\n{}", out.stdout);
-    assert!(v[0] > 0.0, "{}", out.stdout);
-    assert!(
-        v.windows(2).all(|w| w[0] <= w[1]),
-        "percentiles not monotonic: {v:?}"
-    );
+    assert!(count > 200, "{count} Accepted\n{stdout}");
+    assert!(v[0] > 0.0, "{stdout}");
     assert!(v[5] < 2_000_000.0, "max latency {} us", v[5]);
-    let achieved = out
-        .stdout
+    let achieved = stdout
         .split("achieved ")
         .nth(1)
         .and_then(|s| s.split_whitespace().next())
@@ -122,34 +127,10 @@ fn loadgen_at_a_small_rate_reports_sane_percentiles_and_no_errors() {
 fn loadgen_closed_loop_answers_every_enter_within_its_window() {
     let dir = tempfile::tempdir().unwrap();
     let venue = Venue::start(dir.path());
-    let out = run(
-        LOADGEN,
-        &args(&[
-            &"--config",
-            &venue.config.display(),
-            &"--gateway",
-            &venue.gateway,
-            &"--window",
-            &64,
-            &"--duration",
-            &1,
-            &"--quiet",
-        ]),
-        None,
-        LIMIT,
-    );
-    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
-    assert!(
-        out.stdout.contains("unanswered enters: 0; errors: 0"),
-        "{}",
-        out.stdout
-    );
-    let (count, v) = accepted_row(&out.stdout);
-    assert!(count > 100, "{count} Accepted\n{}", out.stdout);
-    assert!(
-        v.windows(2).all(|w| w[0] <= w[1]),
-        "percentiles not monotonic: {v:?}"
-    );
+    let (stdout, count, _) =
+        loadgen_report(&venue, &[&"--window", &64, &"--duration", &1, &"--quiet"]);
+    assert!(stdout.contains("(closed loop)"), "{stdout}");
+    assert!(count > 100, "{count} Accepted\n{stdout}");
 }
 
 #[test]
