@@ -295,6 +295,11 @@ pub struct AdminServer {
     /// Refused requests and evictions: logged at most once per `LOG_INTERVAL_MS`.
     refused_log: LogGate,
     evicted_log: LogGate,
+    /// The last accept loop stopped before the listener said "would block" (its bound, or an
+    /// error such as no free descriptor): connections may wait in the backlog, and mio is
+    /// edge-triggered, so the timer accepts again. Otherwise the timer leaves the listener
+    /// alone (it used to try every 10 ms: ~100 failed `accept4` calls a second, idle or not).
+    backlog_maybe_left: bool,
 }
 
 impl AdminServer {
@@ -315,6 +320,7 @@ impl AdminServer {
             request_timeout_ms: config.request_timeout_ms,
             refused_log: LogGate::default(),
             evicted_log: LogGate::default(),
+            backlog_maybe_left: false,
         })
     }
 
@@ -381,10 +387,16 @@ impl AdminServer {
 
     fn accept(&mut self, registry: &Registry, now_ns: u64) {
         // Bounded by the backlog we are willing to serve per event; mio is edge-triggered,
-        // so stopping early would strand connections: the bound is generous.
+        // so stopping early would strand connections: the bound is generous, and the timer
+        // comes back for what is left.
+        self.backlog_maybe_left = true;
         for _ in 0..4 * self.conns.len() + 16 {
-            let Ok((stream, peer)) = self.listener.accept() else {
-                return;
+            let (stream, peer) = match self.listener.accept() {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    self.backlog_maybe_left = e.kind() != io::ErrorKind::WouldBlock;
+                    return;
+                }
             };
             let index = self.free_slot(registry, now_ns);
             let mut nonce = [0u8; NONCE_BYTES];
@@ -448,7 +460,9 @@ impl AdminServer {
     /// Close connections that have not sent their request in time, and accept what the
     /// last event's bounded accept loop left in the backlog.
     pub fn on_timer(&mut self, registry: &Registry, now_ns: u64) {
-        self.accept(registry, now_ns);
+        if self.backlog_maybe_left {
+            self.accept(registry, now_ns);
+        }
         let timeout_ns = self.request_timeout_ms.saturating_mul(NS_PER_MS);
         for index in 0..self.conns.len() {
             let late = self.conns[index]
@@ -589,6 +603,57 @@ mod tests {
                 .unwrap_err()
                 .contains("unknown command")
         );
+    }
+
+    /// Greetings each client has received so far (non-blocking reads).
+    fn greeted(clients: &mut [std::net::TcpStream]) -> usize {
+        let mut count = 0;
+        for c in clients.iter_mut() {
+            let mut buf = [0u8; 128];
+            if matches!(c.read(&mut buf), Ok(n) if n > 0) {
+                count += 1;
+            }
+        }
+        count
+    }
+
+    /// The event's accept loop is bounded; the timer accepts what it left, and only then: a
+    /// drained listener is not polled by the timer (mio reports new connections).
+    #[test]
+    fn the_timer_accepts_only_what_a_bounded_accept_loop_left() {
+        let poll = mio::Poll::new().unwrap();
+        let mut config = Config::embedded_default().admin;
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        config.max_connections = 1; // the accept loop's bound: 4 x 1 + 16 = 20
+        let mut server = AdminServer::bind(&config, secret(), poll.registry(), 100).unwrap();
+        let addr = server.local_addr().unwrap();
+        let mut clients: Vec<_> = (0..30)
+            .map(|_| std::net::TcpStream::connect(addr).unwrap())
+            .collect();
+        for c in &clients {
+            c.set_nonblocking(true).unwrap();
+        }
+        let settle = || std::thread::sleep(Duration::from_millis(50));
+        settle();
+        assert!(server.on_event(Token(100), poll.registry(), 0).is_none());
+        settle();
+        assert_eq!(greeted(&mut clients), 20, "the bound");
+        server.on_timer(poll.registry(), 1);
+        settle();
+        assert_eq!(greeted(&mut clients), 10, "the rest, by the timer");
+        let mut late = std::net::TcpStream::connect(addr).unwrap();
+        late.set_nonblocking(true).unwrap();
+        settle();
+        server.on_timer(poll.registry(), 2);
+        settle();
+        assert_eq!(
+            greeted(std::slice::from_mut(&mut late)),
+            0,
+            "left to its event"
+        );
+        assert!(server.on_event(Token(100), poll.registry(), 3).is_none());
+        settle();
+        assert_eq!(greeted(std::slice::from_mut(&mut late)), 1);
     }
 
     #[test]
