@@ -2,17 +2,23 @@
 # Closed-loop capacity of the two layouts on three symbols (BENCHMARKS.md §9): the venue with
 # `compact`, then with `sharded` and 3 shards, each driven by three bourse-loadgen processes
 # at once (one per symbol, two sessions each, closed loop). Prints `uptime` and every
-# loadgen's report line; the figure is the sum of the three achieved ops/s.
+# loadgen's report line. The figure is the venue's own count: its sequence number (`bourse
+# admin status`) over MEASURE seconds that start once all three generators are sending (each
+# first makes its orders, ~1 s, so their 5-s windows do not line up; the sum of their own
+# achieved rates is printed too, and overstates the venue by the part of each window in which
+# another generator was still making orders).
 #
 #   tools/bench/shards.sh [ROUNDS]        e.g. tools/bench/shards.sh 3
 #
-# Environment: SECS=5 (seconds of load), WINDOW=2000 (Enters in flight per loadgen),
+# Environment: SECS=5 (seconds of load), MEASURE=3 (seconds counted, within SECS), WINDOW=2000
+# (Enters in flight per loadgen),
 # DURABILITY=async, WAIT=park, OUT=/tmp/bourse-shards. Layouts alternate round by round so
 # a change of the machine's load hits both.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROUNDS=${1:-3}
 SECS=${SECS:-5}
+MEASURE=${MEASURE:-3}
 WINDOW=${WINDOW:-2000}
 DURABILITY=${DURABILITY:-async}
 WAIT=${WAIT:-park}
@@ -73,6 +79,10 @@ loadgen_config() { # loadgen_config INDEX: the venue's gateway, two accounts, on
   printf '[[symbols]]\nsymbol = "%s"\ntick = 100\n' "${SYMBOLS[$1]}"
 }
 
+venue_seq() { # venue_seq NAME: the venue's last sequence number
+  $BIN/bourse admin --config "$OUT/$1-admin.toml" status | sed -n 's/^ok seq=\([0-9]*\).*/\1/p'
+}
+
 run_layout() { # run_layout LAYOUT SHARDS ROUND
   local name="$1-r$3"
   rm -rf "$OUT/journal-$1"
@@ -83,14 +93,33 @@ run_layout() { # run_layout LAYOUT SHARDS ROUND
   sleep "${SETTLE:-4}"
   local gateway
   gateway=$(sed 's/.*gateway=\([^ ]*\).*/\1/' "$OUT/$name.addr")
+  # `bourse admin` finds the daemon by its config: the admin port it bound, not port 0.
+  local admin
+  admin=$(sed 's/.*admin=\([^ ]*\).*/\1/' "$OUT/$name.addr")
+  awk -v a="$admin" '/^\[admin\]/ {s=1} s && /^listen/ {$0="listen = \"" a "\""; s=0} {print}' \
+    "$OUT/$name.toml" > "$OUT/$name-admin.toml"
   uptime
   local pids=()
   for i in 0 1 2; do
     loadgen_config "$i" > "$OUT/lg$i.toml"
     $BIN/bourse-loadgen --config "$OUT/lg$i.toml" --gateway "$gateway" --symbol "${SYMBOLS[$i]}" \
-      --window "$WINDOW" --duration "$SECS" --seed $((i + 1)) --quiet > "$OUT/$name-lg$i.txt" 2>&1 &
+      --window "$WINDOW" --duration "$SECS" --seed $((i + 1)) --quiet \
+      > "$OUT/$name-lg$i.txt" 2> "$OUT/$name-lg$i.err" &
     pids+=($!)
   done
+  local measured="not measured (a generator never said it was sending)"
+  for _ in $(seq 200); do
+    [ "$(cat "$OUT/$name"-lg?.err 2>/dev/null | grep -c sending)" = 3 ] && break
+    sleep 0.05
+  done
+  if [ "$(cat "$OUT/$name"-lg?.err | grep -c sending)" = 3 ]; then
+    local seq0 seq1 t0 t1
+    t0=$(date +%s.%N); seq0=$(venue_seq "$name")
+    sleep "$MEASURE"
+    t1=$(date +%s.%N); seq1=$(venue_seq "$name")
+    measured=$(awk -v a="$seq0" -v b="$seq1" -v t0="$t0" -v t1="$t1" \
+      'BEGIN {printf "%.0f inputs/s (venue, %d inputs in %.2f s, all three sending)", (b-a)/(t1-t0), b-a, t1-t0}')
+  fi
   for p in "${pids[@]}"; do wait "$p" || echo "loadgen $p failed (see $OUT/$name-lg*.txt)"; done
   kill "$venue"; wait "$venue" 2>/dev/null || true
   local total=0
@@ -100,7 +129,7 @@ run_layout() { # run_layout LAYOUT SHARDS ROUND
     echo "  $name ${SYMBOLS[$i]}: $line"
     total=$((total + $(echo "$line" | sed -n 's/.*achieved \([0-9]*\) ops\/s.*/\1/p')))
   done
-  echo "== $1 ($2 shard(s)), round $3: $total ops/s in total"
+  echo "== $1 ($2 shard(s)), round $3: $measured; generators' own rates summed: $total ops/s"
 }
 
 for round in $(seq "$ROUNDS"); do
