@@ -142,6 +142,9 @@ impl<F: FeedOut> Streams<F> {
         self.itch_fed = sent;
         self.feed = Some(feed);
         self.feed_released();
+        // No reply waits behind these: sent now, not at the next idle (a start that fails
+        // after this would otherwise never send them).
+        self.flush_feed(self.now_ns());
     }
 
     /// Stop multicasting (a cluster member that stopped leading); released messages are
@@ -154,6 +157,7 @@ impl<F: FeedOut> Streams<F> {
     pub fn publish_from_start(&mut self) {
         self.itch_fed = 0;
         self.feed_released();
+        self.flush_feed(self.now_ns());
     }
 
     /// Next MoldUDP64 sequence number of what is released.
@@ -449,23 +453,31 @@ mod tests {
         let shared = Arc::new(OutputShared::default());
         let mut streams = Streams::new(vec![ouch], itch, itch_reader, shared.clone());
         streams.flush_feed_in_idle();
+        // A new day's opening messages, released before the feed opened (as `Node::recover`
+        // does): sent at once, with no idle (a start that fails later must not lose them).
+        released_batch(&mut streams, 1, 2);
         let feed = Recorder::default();
-        streams.open_feed_after(0, feed.clone());
-        released_batch(&mut streams, 1, 3);
+        streams.open_feed(feed.clone());
+        streams.publish_from_start();
+        assert_eq!(*feed.1.lock().unwrap(), vec![2], "sent at once");
+        assert_eq!(shared.itch_sent.load(Ordering::Acquire), 2);
+        feed.0.lock().unwrap().clear();
+        feed.1.lock().unwrap().clear();
+        released_batch(&mut streams, 2, 3);
         assert_eq!(feed.0.lock().unwrap().len(), 3, "handed to the feed");
         assert!(feed.1.lock().unwrap().is_empty(), "not sent before idle");
-        assert_eq!(shared.itch_sent.load(Ordering::Acquire), 0);
+        assert_eq!(shared.itch_sent.load(Ordering::Acquire), 2);
         streams.idle();
         assert_eq!(*feed.1.lock().unwrap(), vec![3]);
-        assert_eq!(shared.itch_sent.load(Ordering::Acquire), 3);
+        assert_eq!(shared.itch_sent.load(Ordering::Acquire), 5);
         streams.idle();
         assert_eq!(*feed.1.lock().unwrap(), vec![3], "nothing new: no send");
         streams.itch(&event(b'x'));
         streams.itch(&event(itch::event::END_OF_MESSAGES));
-        streams.marker(Marker::BatchEnd { seq: 2 });
-        streams.marker(Marker::Release { seq: 2 });
+        streams.marker(Marker::BatchEnd { seq: 3 });
+        streams.marker(Marker::Release { seq: 3 });
         assert_eq!(*feed.1.lock().unwrap(), vec![3, 5, usize::MAX]);
-        assert_eq!(shared.itch_sent.load(Ordering::Acquire), 5);
+        assert_eq!(shared.itch_sent.load(Ordering::Acquire), 7);
     }
 
     /// `count` more ITCH messages, as one released batch ending at input `seq`.

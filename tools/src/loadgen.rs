@@ -394,6 +394,9 @@ struct SenderResult {
     sessions: Vec<Session>,
 }
 
+/// The longest a closed-loop sender waits for its window to open.
+const ROOM_WAIT_MAX: Duration = Duration::from_millis(100);
+
 /// Enters answered (Accepted or Rejected), counted by the receiver, and the sender's wait for
 /// its closed-loop window to open.
 #[derive(Default)]
@@ -423,13 +426,21 @@ impl Answers {
         }
     }
 
-    /// Wait until the window (full at `sent` enters) has room, at most 100 ms (an answer that
-    /// never comes would otherwise stall the run). Sleeping, the sender waits for an eighth
+    /// Wait until the window (full at `sent` enters) has room, at most `give_up_after` (an
+    /// answer that never comes would otherwise stall the run). Sleeping, the sender waits for an eighth
     /// of the window (at most 256 orders) and is woken by the receiver: it polled every
     /// 20 µs before, ~50,000 wake-ups a second, a quarter of its CPU.
-    fn await_room(&self, sent: u64, window: u32, pace: Pace, clock: &Clock, stop: &AtomicBool) {
+    fn await_room(
+        &self,
+        sent: u64,
+        window: u32,
+        pace: Pace,
+        clock: &Clock,
+        stop: &AtomicBool,
+        give_up_after: Duration,
+    ) {
         let window = u64::from(window);
-        let give_up = clock.now_ns() + 100_000_000;
+        let give_up = clock.now_ns() + give_up_after.as_nanos() as u64;
         let room_min = match pace {
             Pace::Spin => 1,
             Pace::Sleep => (window / 8).clamp(1, 256),
@@ -500,7 +511,7 @@ fn send_loop(
                 if enters - answers.enters() >= u64::from(window) {
                     flush_dirty(&mut sessions, &mut dirty, &mut errors);
                     batch = 0;
-                    answers.await_room(enters, window, options.pace, &clock, stop);
+                    answers.await_room(enters, window, options.pace, &clock, stop, ROOM_WAIT_MAX);
                     now = clock.now_ns();
                 }
                 now
@@ -959,7 +970,10 @@ mod tests {
                 let stop = AtomicBool::new(false);
                 let started = Instant::now();
                 // 80 enters sent, window 80: full; room for 10 (80 / 8) is wanted.
-                answers.await_room(80, 80, Pace::Sleep, &Clock::new(), &stop);
+                // A long give-up: a machine that stalls this thread must not pass for a
+                // wake-up.
+                let give_up = Duration::from_secs(30);
+                answers.await_room(80, 80, Pace::Sleep, &Clock::new(), &stop, give_up);
                 done.store(true, Ordering::SeqCst);
                 started.elapsed()
             })
@@ -972,7 +986,7 @@ mod tests {
         let waited = waiter.join().unwrap();
         assert!(done.load(Ordering::SeqCst));
         assert!(
-            waited < Duration::from_millis(95),
+            waited < Duration::from_secs(20),
             "gave up instead: {waited:?}"
         );
         assert_eq!(answers.enters(), 10);

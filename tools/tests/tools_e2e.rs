@@ -121,8 +121,7 @@ fn loadgen_at_a_small_rate_reports_sane_percentiles_and_no_errors() {
     );
 }
 
-/// Closed loop: every Enter answered, the window kept (the sender parks for room and the
-/// receiver wakes it).
+/// Closed loop (the sender parks while its window is full): every Enter answered, no error.
 #[test]
 fn loadgen_closed_loop_answers_every_enter_within_its_window() {
     let dir = tempfile::tempdir().unwrap();
