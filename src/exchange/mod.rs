@@ -18,7 +18,7 @@ mod digest;
 pub mod front;
 mod input;
 mod machine;
-mod memory;
+pub(crate) mod memory;
 pub mod merge;
 pub(crate) mod messages;
 pub mod msg;
