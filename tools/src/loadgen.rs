@@ -284,9 +284,11 @@ fn tagged(op: &Op, message: Inbound, tag: [u8; 4]) -> Inbound {
 /// Closed loop: ops generated per second of the run (more than this machine's venue takes),
 /// at most this many in all (~50 bytes each with their timestamps).
 const CLOSED_LOOP_OPS_PER_SEC: u64 = 1_500_000;
-const CLOSED_LOOP_OPS_MAX: u64 = 10_000_000;
+const CLOSED_LOOP_OPS_MAX: u64 = 30_000_000;
+/// Ops of any run, at most (~1.5 GB with their timestamps).
+const OPS_MAX: u64 = 30_000_000;
 
-/// Generate the ops of a run: enough for `rate x duration` (open loop, at most 20 million) or
+/// Generate the ops of a run: enough for `rate x duration` (open loop, at most `OPS_MAX`) or
 /// `CLOSED_LOOP_OPS_PER_SEC x duration` (closed loop, at most `CLOSED_LOOP_OPS_MAX`).
 pub fn generate(options: &Options) -> workload::Stream {
     let secs = options.duration.as_secs().max(1);
@@ -297,7 +299,7 @@ pub fn generate(options: &Options) -> workload::Stream {
             .min(CLOSED_LOOP_OPS_MAX),
     };
     let mut spec = Spec::standard(options.workload, options.seed);
-    spec.ops = wanted.clamp(1, 20_000_000) as u32;
+    spec.ops = wanted.clamp(1, OPS_MAX) as u32;
     spec.target_resting = options.resting.max(1);
     workload::generate(spec)
 }
