@@ -18,6 +18,7 @@ pub mod guard;
 pub mod journal;
 pub mod limits;
 pub mod marketdata;
+pub(crate) mod memory;
 pub mod replay;
 pub mod replication;
 pub mod sequencer;

@@ -532,7 +532,7 @@ impl StreamWriter {
         for offset in [index_at + AHEAD_BYTES, data_at + AHEAD_BYTES] {
             if offset < limit {
                 // In bounds (checked); only an address for the hint, never dereferenced.
-                crate::exchange::memory::prefetch_line(base.wrapping_add(offset as usize));
+                crate::memory::prefetch_line(base.wrapping_add(offset as usize));
             }
         }
     }

@@ -3,7 +3,7 @@
 # Stacked Borrows and Tree Borrows aliasing rules): the journal's commit protocol
 # (src/journal/{shared,record,segment,recovery}.rs), the output streams (src/stream.rs) and the
 # token tables' slot-array images and page population (src/exchange/tokens.rs, with the
-# memory hints of src/exchange/memory.rs it calls: prefetch, huge-page advice, skipped there).
+# memory hints of src/memory.rs it calls: prefetch, huge-page advice, skipped there).
 #
 # Miri cannot map files, so these tests run the same code over heap buffers or anonymous
 # mappings (SharedBytes views); the file-mapping glue in reader.rs / writer.rs only builds

@@ -18,7 +18,6 @@ mod digest;
 pub mod front;
 mod input;
 mod machine;
-pub(crate) mod memory;
 pub mod merge;
 pub(crate) mod messages;
 pub mod msg;

@@ -129,7 +129,7 @@ impl Shard {
         // where the system allows (a Cancel or Replace reads a random entry of it).
         let entries = tokens_per_account * venue.accounts.len();
         let mut live = Vec::<u32>::with_capacity(entries);
-        super::memory::advise_huge_pages(live.as_mut_ptr().cast(), entries * size_of::<u32>());
+        crate::memory::advise_huge_pages(live.as_mut_ptr().cast(), entries * size_of::<u32>());
         live.resize(entries, NO_HANDLE);
         let live = live.into_boxed_slice();
         let scratch = Vec::with_capacity(limits.orders_per_symbol as usize);
@@ -213,7 +213,7 @@ impl Shard {
     #[inline]
     pub(crate) fn prefetch_live(&self, account: u16, slot: u32) {
         if let Some(entry) = self.live.get(self.live_at(account, slot)) {
-            super::memory::prefetch_line(entry);
+            crate::memory::prefetch_line(entry);
         }
     }
 

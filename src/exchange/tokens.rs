@@ -23,7 +23,7 @@
 //! ([`TokenTable::image`], [`TokenTable::restore_image`]), rebuilding the index in one pass
 //! with prefetching instead of a lookup and an insert per token.
 
-use super::memory::{advise_huge_pages, prefetch_line, whole_pages};
+use crate::memory::{advise_huge_pages, prefetch_line, whole_pages};
 use crate::types::Token;
 
 /// Fixed seeds: the core reads no randomness.
@@ -654,7 +654,7 @@ mod tests {
     fn a_large_table_is_marked_for_huge_pages() {
         let t = TokenTable::new(1 << 20); // 16 MiB of buckets, 18 MiB of slots
         for start in [t.buckets.as_ptr().cast::<u8>(), t.entries.as_ptr().cast()] {
-            let Some(advised) = crate::exchange::memory::advised_at(start) else {
+            let Some(advised) = crate::memory::advised_at(start) else {
                 return; // no transparent huge pages in this kernel
             };
             assert!(advised, "a large token table's mapping has no `hg` flag");

@@ -188,7 +188,7 @@ impl JournalWriter {
                 .bytes()
                 .as_ptr()
                 .wrapping_add(target_bytes as usize);
-            prefetch_write(target);
+            crate::memory::prefetch_line(target);
         }
     }
 
@@ -377,17 +377,6 @@ impl Drop for JournalWriter {
         }
         self.helper.stop(true);
     }
-}
-
-#[inline(always)]
-fn prefetch_write(address: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint; it does not fault or access memory architecturally.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(address as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = address;
 }
 
 /// Create a segment on the calling thread and publish its header (open, not the hot path).

@@ -1,5 +1,6 @@
-//! Hints to the memory system for the exchange's large tables: where a line will be read
-//! next, and which arrays should sit on huge pages. Neither changes any value.
+//! Hints to the memory system: where a line will be read or written next (the exchange's
+//! large tables, the journal's and the message stores' writers), and which arrays should sit
+//! on huge pages. Neither changes any value.
 
 /// A hint to load the cache line holding `p`; never faults, changes nothing observable.
 #[inline(always)]
