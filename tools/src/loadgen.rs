@@ -398,6 +398,8 @@ struct SenderResult {
 
 /// The longest a closed-loop sender waits for its window to open.
 const ROOM_WAIT_MAX: Duration = Duration::from_millis(100);
+/// A parked sender looks again this often even unwoken (a safety net: the receiver wakes it).
+const ROOM_RECHECK: Duration = Duration::from_millis(1);
 
 /// Enters answered (Accepted or Rejected), counted by the receiver, and the sender's wait for
 /// its closed-loop window to open.
@@ -439,7 +441,7 @@ impl Answers {
         pace: Pace,
         clock: &Clock,
         stop: &AtomicBool,
-        give_up_after: Duration,
+        (give_up_after, recheck_every): (Duration, Duration),
     ) {
         let window = u64::from(window);
         let give_up = clock.now_ns() + give_up_after.as_nanos() as u64;
@@ -455,7 +457,7 @@ impl Answers {
         while self.enters() < wake_at && clock.now_ns() < give_up && !stop.load(Ordering::Relaxed) {
             match pace {
                 Pace::Spin => std::hint::spin_loop(),
-                Pace::Sleep => std::thread::park_timeout(Duration::from_millis(1)),
+                Pace::Sleep => std::thread::park_timeout(recheck_every),
             }
         }
         self.wake_at.store(0, Ordering::SeqCst);
@@ -513,7 +515,8 @@ fn send_loop(
                 if enters - answers.enters() >= u64::from(window) {
                     flush_dirty(&mut sessions, &mut dirty, &mut errors);
                     batch = 0;
-                    answers.await_room(enters, window, options.pace, &clock, stop, ROOM_WAIT_MAX);
+                    let limits = (ROOM_WAIT_MAX, ROOM_RECHECK);
+                    answers.await_room(enters, window, options.pace, &clock, stop, limits);
                     now = clock.now_ns();
                 }
                 now
@@ -963,7 +966,7 @@ mod tests {
     }
 
     #[test]
-    fn a_sleeping_sender_waits_for_an_eighth_of_its_window() {
+    fn a_sleeping_sender_waits_for_an_eighth_of_its_window_and_the_receiver_wakes_it() {
         let answers = Arc::new(Answers::default());
         let done = Arc::new(AtomicBool::new(false));
         let waiter = {
@@ -972,10 +975,10 @@ mod tests {
                 let stop = AtomicBool::new(false);
                 let started = Instant::now();
                 // 80 enters sent, window 80: full; room for 10 (80 / 8) is wanted.
-                // A long give-up: a machine that stalls this thread must not pass for a
-                // wake-up.
-                let give_up = Duration::from_secs(30);
-                answers.await_room(80, 80, Pace::Sleep, &Clock::new(), &stop, give_up);
+                // Give-up and re-check both long: only the receiver's wake-up ends the wait
+                // in time, and a machine that stalls this thread cannot pass for one.
+                let limits = (Duration::from_secs(30), Duration::from_secs(30));
+                answers.await_room(80, 80, Pace::Sleep, &Clock::new(), &stop, limits);
                 done.store(true, Ordering::SeqCst);
                 started.elapsed()
             })
