@@ -231,7 +231,7 @@ impl<F: FeedOut> Streams<F> {
             self.shared.day_ended.store(true, Ordering::Release);
             if self.feed.is_some() && !self.feed_ended {
                 self.feed_ended = true;
-                let now = self.started.elapsed().as_nanos() as u64;
+                let now = self.now_ns();
                 // The day's last messages leave before its End of Session.
                 self.flush_feed(now);
                 if let Some(feed) = self.feed.as_mut() {

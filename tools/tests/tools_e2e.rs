@@ -123,12 +123,16 @@ fn loadgen_at_a_small_rate_reports_sane_percentiles_and_no_errors() {
 
 /// Closed loop (the sender parks while its window is full): every Enter answered, no error.
 #[test]
-fn loadgen_closed_loop_answers_every_enter_within_its_window() {
+fn loadgen_closed_loop_answers_every_enter() {
     let dir = tempfile::tempdir().unwrap();
     let venue = Venue::start(dir.path());
     let (stdout, count, _) =
         loadgen_report(&venue, &[&"--window", &64, &"--duration", &1, &"--quiet"]);
     assert!(stdout.contains("(closed loop)"), "{stdout}");
+    assert!(
+        !stdout.contains("sender lag"),
+        "no schedule to lag behind: {stdout}"
+    );
     assert!(count > 100, "{count} Accepted\n{stdout}");
 }
 
