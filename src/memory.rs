@@ -1,6 +1,7 @@
 //! Hints to the memory system: where a line will be read or written next (the exchange's
 //! large tables, the journal's and the message stores' writers), and which arrays should sit
-//! on huge pages. Neither changes any value.
+//! on huge pages (neither changes any value); and large start-up work on memory spread over
+//! the cores.
 
 /// A hint to load the cache line holding `p`; never faults, changes nothing observable.
 #[inline(always)]
@@ -40,6 +41,81 @@ pub(crate) fn advise_huge_pages(start: *mut u8, bytes: usize) {
     // SAFETY: a range inside the caller's allocation, aligned to the huge page size;
     // MADV_HUGEPAGE changes how pages are backed, never their contents.
     let _ = unsafe { libc::madvise(start.add(head).cast(), whole, libc::MADV_HUGEPAGE) };
+}
+
+/// Work of at least this many bytes is spread over the cores (smaller: one thread).
+pub(crate) const PARALLEL_BYTES_MIN: usize = 64 << 20;
+/// Threads of one start-up task, at most.
+const STARTUP_THREADS_MAX: usize = 8;
+
+/// `work` applied to each item, the results in the items' order; on this thread and up to
+/// `available_parallelism - 1` scoped helpers that take the next item as they finish one (tables
+/// differ in size) when the items total `bytes >= PARALLEL_BYTES_MIN`. Start-up only: it
+/// spawns threads.
+pub(crate) fn on_cores<T: Send, R: Send>(
+    items: Vec<T>,
+    bytes: usize,
+    work: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(items.len())
+        .min(STARTUP_THREADS_MAX);
+    if cfg!(miri) || threads <= 1 || bytes < PARALLEL_BYTES_MIN {
+        return items.into_iter().map(work).collect();
+    }
+    let count = items.len();
+    let queue = std::sync::Mutex::new(items.into_iter().enumerate());
+    let next = || queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+    let drain = || {
+        let mut results = Vec::new();
+        // Bounded: the queue holds `count` items.
+        while let Some((index, item)) = next() {
+            results.push((index, work(item)));
+        }
+        results
+    };
+    // The helpers start once all are spawned: a spawn maps a stack, and an mmap waits for
+    // the populates already in flight (seen: the second thread starting 3.5 s late).
+    let gate = std::sync::RwLock::new(());
+    let mut done: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let held = gate.write().unwrap_or_else(|e| e.into_inner());
+        let helpers: Vec<_> = (1..threads)
+            .filter_map(|_| {
+                let spawned = std::thread::Builder::new()
+                    .name("startup".into())
+                    .spawn_scoped(scope, || {
+                        drop(gate.read().unwrap_or_else(|e| e.into_inner()));
+                        drain()
+                    });
+                // Fewer helpers if a thread cannot be made: this thread works through the rest.
+                spawned.ok()
+            })
+            .collect();
+        drop(held);
+        let mut done = drain();
+        for helper in helpers {
+            done.extend(
+                helper
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            );
+        }
+        done
+    });
+    assert_eq!(done.len(), count, "every item done once");
+    done.sort_unstable_by_key(|(index, _)| *index);
+    done.into_iter().map(|(_, r)| r).collect()
+}
+
+/// `slice` filled with `value`, on this machine's cores when it is large: a fill of fresh
+/// memory is mostly the kernel zeroing the pages it first writes (see `on_cores`).
+pub(crate) fn fill_on_cores<T: Copy + Send + Sync>(slice: &mut [T], value: T) {
+    const CHUNKS: usize = 16;
+    let bytes = std::mem::size_of_val(slice);
+    let chunk = slice.len().div_ceil(CHUNKS).max(1);
+    let chunks: Vec<&mut [T]> = slice.chunks_mut(chunk).collect();
+    on_cores(chunks, bytes, |c| c.fill(value));
 }
 
 /// Tests: a field (`VmFlags`, `AnonHugePages`, ...) of the mapping holding `address`, from
@@ -101,6 +177,34 @@ mod tests {
         };
         assert!(advised, "the advised table's mapping has no `hg` flag");
         assert!(table.iter().all(|&v| v == 1));
+    }
+
+    #[test]
+    fn work_on_the_cores_comes_back_in_order_done_once() {
+        let calls = std::sync::atomic::AtomicUsize::new(0);
+        let threads = std::sync::Mutex::new(std::collections::HashSet::new());
+        // Large enough to take the threads (when the machine has more than one core).
+        let squares = on_cores((0..100u64).collect(), PARALLEL_BYTES_MIN, |i| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            threads.lock().unwrap().insert(std::thread::current().id());
+            i * i
+        });
+        assert_eq!(squares, (0..100u64).map(|i| i * i).collect::<Vec<_>>());
+        assert_eq!(calls.into_inner(), 100);
+        eprintln!("{} threads", threads.lock().unwrap().len());
+        // Small: on this thread only.
+        let here = std::thread::current().id();
+        let ids = on_cores(vec![(); 8], 1, |()| std::thread::current().id());
+        assert!(ids.iter().all(|&id| id == here));
+    }
+
+    #[test]
+    fn a_fill_on_the_cores_writes_every_element() {
+        let mut big = vec![0u32; 1 << 16];
+        fill_on_cores(&mut big, 7);
+        assert!(big.iter().all(|&v| v == 7));
+        let mut none: Vec<u32> = Vec::new();
+        fill_on_cores(&mut none, 7);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use super::msg::{
     AccountRisk, Marker, Market, Plan, ShardCmd, SweepKind, SweepScope, Verdict, shard_of,
     shards_of_range,
 };
-use super::tokens::{TokenState, TokenTable, Vacant};
+use super::tokens::{TokenState, TokenTable, Vacant, new_tables};
 use super::validate::{self, MarketState};
 use super::venue::{AccountDef, SymbolSpec, Venue, VenueError};
 use crate::types::{AccountId, Firm, Locate, Side, Timestamp, Token};
@@ -109,11 +109,12 @@ impl Front {
             blocked: vec![false; venue.accounts.len()],
             accounts: venue.accounts.clone(),
             limited: venue.accounts.iter().map(AccountDef::has_limits).collect(),
-            tokens: venue
-                .accounts
-                .iter()
-                .map(|_| TokenTable::new(limit))
-                .collect(),
+            // A pending token is voided at most once per Replace in flight (on every shard).
+            tokens: new_tables(
+                venue.accounts.len(),
+                limit,
+                shards.saturating_mul(in_flight_max + 1),
+            ),
             awaited: (0..shards)
                 .map(|_| VecDeque::with_capacity(in_flight_max + 1))
                 .collect(),

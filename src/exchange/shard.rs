@@ -126,12 +126,13 @@ impl Shard {
             .collect();
         let tokens_per_account = limits.tokens_per_account as usize;
         // Written once here: every page is touched before the first input, on huge pages
-        // where the system allows (a Cancel or Replace reads a random entry of it).
+        // where the system allows (a Cancel or Replace reads a random entry of it). Zeroed
+        // by the allocator first (a large one: untouched pages, advised before their first
+        // write), then filled on the cores (hundreds of megabytes of fresh pages).
         let entries = tokens_per_account * venue.accounts.len();
-        let mut live = Vec::<u32>::with_capacity(entries);
+        let mut live = vec![0u32; entries].into_boxed_slice();
         crate::memory::advise_huge_pages(live.as_mut_ptr().cast(), entries * size_of::<u32>());
-        live.resize(entries, NO_HANDLE);
-        let live = live.into_boxed_slice();
+        crate::memory::fill_on_cores(&mut live, NO_HANDLE);
         let scratch = Vec::with_capacity(limits.orders_per_symbol as usize);
         Ok(Shard {
             index,

@@ -28,7 +28,7 @@ use super::front::{Front, Phase};
 use super::merge::Merge;
 use super::msg::shard_of;
 use super::shard::{Resting, Shard};
-use super::tokens::{ENTRY_BYTES, TokenState};
+use super::tokens::{ENTRY_BYTES, Image, TokenState, restore_images};
 use crate::types::{Alpha, Price, Side, Token};
 use std::io::Write;
 
@@ -198,22 +198,23 @@ pub(crate) fn restore(
             return bad("shares executed by an account without limits");
         }
     }
-    // Working memory of the index rebuilds, kept from one table to the next.
-    let mut scratch = Vec::new();
+    // Every account's image first (slices of the snapshot), then the tables from them at
+    // once (see `restore_images`).
+    let mut images = Vec::with_capacity(accounts);
     for account in 0..accounts {
         let count = r.u32()? as usize;
         let free_count = r.u32()? as usize;
-        let table = &mut front.tokens[account];
-        if count > table.limit() || free_count > count {
+        if count > front.tokens[account].limit() || free_count > count {
             return bad(format!(
                 "account {account}: more tokens than its table holds"
             ));
         }
         let (free, _) = r.take(free_count * 4)?.as_chunks::<4>();
         let entries = r.take(count * ENTRY_BYTES)?;
-        if let Err(e) = table.restore_image(entries, free, symbols, &mut scratch) {
-            return bad(format!("account {account}: {e}"));
-        }
+        images.push(Image { entries, free });
+    }
+    if let Err((account, e)) = restore_images(&mut front.tokens, images, symbols) {
+        return bad(format!("account {account}: {e}"));
     }
     for symbol in 0..symbols as u16 {
         let count = r.u32()?;

@@ -23,7 +23,7 @@
 //! ([`TokenTable::image`], [`TokenTable::restore_image`]), rebuilding the index in one pass
 //! with prefetching instead of a lookup and an insert per token.
 
-use crate::memory::{advise_huge_pages, prefetch_line, whole_pages};
+use crate::memory::{advise_huge_pages, on_cores, prefetch_line, whole_pages};
 use crate::types::Token;
 
 /// Fixed seeds: the core reads no randomness.
@@ -166,40 +166,55 @@ pub(crate) struct TokenTable {
     /// Slots of voided tokens, reused before new ones (at most the pending count).
     free: Vec<u32>,
     limit: usize,
+    /// Voided slots that can wait at once (the resident part of `free`).
+    voided_max: usize,
     /// Bumped whenever a bucket is written: a [`Vacant`] taken before the last change must
     /// probe again (inline, a Replace's insert follows its lookup with no change between).
     changes: u64,
 }
 
 impl TokenTable {
+    /// A table for `limit` tokens, resident at once (tests; the venue's tables are made by
+    /// [`new_tables`]).
+    #[cfg(test)]
     pub fn new(limit: u32) -> Self {
-        assert!(limit < u32::MAX, "a slot plus one fits a bucket's u32");
-        let limit = limit as usize;
-        let buckets = bucket_count(limit);
-        let mut table = TokenTable {
-            buckets: Vec::with_capacity(buckets),
-            mask: buckets - 1,
-            entries: Vec::with_capacity(limit),
-            free: Vec::with_capacity(limit),
-            limit,
-            changes: 0,
-        };
+        let mut table = TokenTable::reserve(limit, limit as usize);
         table.prefault();
         table
     }
 
-    /// Make every page resident now, so the first day's inserts take no page faults. Arrays
-    /// small enough to stay in the cache are written whole (the day starts from the cache);
-    /// larger ones are populated by the kernel in one call, which is what their first writes
-    /// would otherwise pay for (a fault a page), without writing them once more (a restore
-    /// writes them next).
+    /// A table for `limit` tokens whose arrays are reserved, not yet resident: see
+    /// [`Self::prefault`]. At most `voided_max` voided slots wait for reuse at once (the
+    /// pending replacement tokens the front can have in flight, see `Front::new`), so only
+    /// that much of the free list is made resident; its capacity stays `limit`, for a
+    /// restored list longer than that (a snapshot of a venue with longer rings).
+    fn reserve(limit: u32, voided_max: usize) -> Self {
+        assert!(limit < u32::MAX, "a slot plus one fits a bucket's u32");
+        let limit = limit as usize;
+        let buckets = bucket_count(limit);
+        TokenTable {
+            // Zeroed: untouched pages from the allocator when large (all allocations happen
+            // here, before `prefault` runs on other threads: an mmap waits for every
+            // populate in flight).
+            buckets: vec![0; buckets],
+            mask: buckets - 1,
+            entries: Vec::with_capacity(limit),
+            free: Vec::with_capacity(limit),
+            limit,
+            voided_max: voided_max.clamp(1, limit.max(1)),
+            changes: 0,
+        }
+    }
+
+    /// Make every page the day can write resident now, so that no insert takes a page
+    /// fault. Arrays small enough to stay in the cache are written whole (the day starts
+    /// from the cache); larger ones are populated by the kernel in one call, which is what
+    /// their first writes would otherwise pay for (a fault a page), without writing them
+    /// once more (a restore writes them next).
     fn prefault(&mut self) {
         let buckets = self.mask + 1;
-        if buckets * 8 <= FILL_BYTES_MAX {
-            self.buckets.resize(buckets, 0);
-        } else {
+        if buckets * 8 > FILL_BYTES_MAX {
             // Zeroed by the allocator (untouched pages), then populated: still zero.
-            self.buckets = vec![0; buckets];
             populate(self.buckets.as_mut_ptr().cast(), buckets * 8);
         }
         if self.limit * ENTRY_BYTES <= FILL_BYTES_MAX {
@@ -211,12 +226,17 @@ impl TokenTable {
             };
             self.entries.resize(self.limit, void);
             self.entries.clear();
-            self.free.resize(self.limit, 0);
+            self.free.resize(self.voided_max, 0);
             self.free.clear();
         } else {
             populate(self.entries.as_mut_ptr().cast(), self.limit * ENTRY_BYTES);
-            populate(self.free.as_mut_ptr().cast(), self.limit * 4);
+            populate(self.free.as_mut_ptr().cast(), self.voided_max * 4);
         }
+    }
+
+    /// Bytes [`Self::prefault`] makes resident.
+    fn resident_bytes(&self) -> usize {
+        (self.mask + 1) * 8 + self.limit * ENTRY_BYTES + self.voided_max * 4
     }
 
     #[inline]
@@ -609,6 +629,49 @@ impl TokenTable {
     }
 }
 
+/// The venue's tables, one per account, each for `limit` tokens with at most `voided_max`
+/// voided slots waiting at once, resident before the first input ([`TokenTable::prefault`]).
+/// Large tables are made resident on this machine's cores at once: what a restart waits for
+/// is mostly the kernel zeroing gigabytes of fresh pages (70% of a 100M-input day's
+/// restart, each page a fault in the hypervisor when the host had taken the memory back),
+/// and that work divides.
+pub(crate) fn new_tables(count: usize, limit: u32, voided_max: usize) -> Vec<TokenTable> {
+    let mut tables: Vec<TokenTable> = (0..count)
+        .map(|_| TokenTable::reserve(limit, voided_max))
+        .collect();
+    let bytes: usize = tables.iter().map(TokenTable::resident_bytes).sum();
+    let work: Vec<&mut TokenTable> = tables.iter_mut().collect();
+    on_cores(work, bytes, |table| table.prefault());
+    tables
+}
+
+/// One account's part of a state snapshot: its slot array and its free list.
+pub(crate) struct Image<'a> {
+    pub entries: &'a [u8],
+    pub free: &'a [[u8; 4]],
+}
+
+/// [`TokenTable::restore_image`] of every table from its image, on this machine's cores when
+/// the images are large (each table is independent: the result is the same in any order).
+/// The error is the first failing account's, by account number.
+pub(crate) fn restore_images(
+    tables: &mut [TokenTable],
+    images: Vec<Image<'_>>,
+    symbols: usize,
+) -> Result<(), (usize, String)> {
+    assert_eq!(tables.len(), images.len(), "an image per table");
+    let bytes: usize = images.iter().map(|i| i.entries.len()).sum();
+    let work: Vec<_> = tables.iter_mut().zip(images).enumerate().collect();
+    let outcomes = on_cores(work, bytes, |(account, (table, image))| {
+        // Working memory of the index rebuild, one per table (freed after it).
+        let mut scratch = Vec::new();
+        table
+            .restore_image(image.entries, image.free, symbols, &mut scratch)
+            .map_err(|e| (account, e))
+    });
+    outcomes.into_iter().collect()
+}
+
 /// Make the pages of `bytes` bytes at `start` (an allocation of this process) resident and
 /// writable: one `madvise(MADV_POPULATE_WRITE)` for the whole pages (Linux 5.14+; the
 /// kernel allocates and zeroes them without a fault each), a write into each page it could
@@ -631,9 +694,18 @@ fn populate(start: *mut u8, bytes: usize) {
     // SAFETY: a page-aligned range inside the allocation; MADV_POPULATE_WRITE only faults
     // pages in (as a write would), it changes no contents.
     // Miri has no madvise: there the pages are touched one by one.
+    // In steps: the call holds the process's memory map lock, which a thread's start (an
+    // mmap of its stack) and every other populate wait for.
+    const STEP_BYTES: usize = 64 << 20;
     let populated = !cfg!(miri)
         && whole > 0
-        && unsafe { libc::madvise(start.add(head).cast(), whole, libc::MADV_POPULATE_WRITE) } == 0;
+        && (0..whole).step_by(STEP_BYTES).all(|at| {
+            let len = STEP_BYTES.min(whole - at);
+            let advised = unsafe {
+                libc::madvise(start.add(head + at).cast(), len, libc::MADV_POPULATE_WRITE)
+            };
+            advised == 0
+        });
     if !populated {
         touch(head, head + whole);
     }
@@ -836,6 +908,66 @@ mod tests {
             t.set(slot, TokenState::Routed(2));
         }
         t
+    }
+
+    #[test]
+    fn voids_beyond_the_resident_free_list_still_fit() {
+        // The free list is resident for 2 voided slots; a restored list (or a longer ring)
+        // may hold more: its capacity stays the limit.
+        let mut t = TokenTable::reserve(64, 2);
+        t.prefault();
+        let slots: Vec<u32> = (0..10)
+            .map(|i| t.insert(tok(&format!("P{i}")), TokenState::Pending(0)))
+            .collect();
+        for &slot in &slots {
+            t.void(slot);
+        }
+        assert_eq!(t.len(), 0);
+        assert_eq!(t.free.len(), 10);
+        assert_eq!(
+            t.resident_bytes(),
+            bucket_count(64) * 8 + 64 * ENTRY_BYTES + 2 * 4
+        );
+    }
+
+    #[test]
+    fn tables_are_restored_from_their_images_and_the_first_bad_account_named() {
+        let source = [sample_table(), TokenTable::new(64), sample_table()];
+        let images = |damage: &[usize]| -> Vec<(Vec<u8>, Vec<[u8; 4]>)> {
+            source
+                .iter()
+                .enumerate()
+                .map(|(account, t)| {
+                    let (entries, free) = t.image();
+                    let mut entries = entries.to_vec();
+                    if damage.contains(&account) {
+                        entries[14] = 9; // a state code out of range
+                    }
+                    (entries, free.iter().map(|s| s.to_le_bytes()).collect())
+                })
+                .collect()
+        };
+        let restore = |images: &[(Vec<u8>, Vec<[u8; 4]>)]| {
+            let mut tables = new_tables(3, 64, 4);
+            let outcome = restore_images(
+                &mut tables,
+                images
+                    .iter()
+                    .map(|(entries, free)| Image { entries, free })
+                    .collect(),
+                3,
+            );
+            (tables, outcome)
+        };
+        let (tables, outcome) = restore(&images(&[]));
+        assert_eq!(outcome, Ok(()));
+        for (back, t) in tables.iter().zip(&source) {
+            assert_eq!(back.sorted_entries(), t.sorted_entries());
+            assert_eq!(back.free, t.free);
+        }
+        let damaged = images(&[2, 0]);
+        let (_, outcome) = restore(&damaged);
+        assert_eq!(outcome.map_err(|(account, _)| account), Err(0));
     }
 
     fn restored(t: &TokenTable) -> Result<TokenTable, String> {
