@@ -108,6 +108,63 @@ pub(crate) fn on_cores<T: Send, R: Send>(
     done.into_iter().map(|(_, r)| r).collect()
 }
 
+/// Pages of an array in use that were left to be made resident later (see
+/// `TokenTable::unresident`): an address range, not a borrow, so that another thread can
+/// populate it while the owner keeps writing. Nothing is read or written through it.
+#[derive(Clone, Copy, Debug)]
+pub struct Unresident {
+    start: usize,
+    bytes: usize,
+}
+
+impl Unresident {
+    pub(crate) fn new(start: *const u8, bytes: usize) -> Unresident {
+        Unresident {
+            start: start as usize,
+            bytes,
+        }
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Make the whole pages of the range resident and writable, 2 MiB at a time (each call
+    /// holds the memory map lock briefly). Only `madvise(MADV_POPULATE_WRITE)`, which faults
+    /// pages in as a write would without changing any byte: safe while the owner writes the
+    /// same pages, and harmless if the array is gone (the call fails on an unmapped range and
+    /// only makes pages resident on a range mapped anew). Never a write of its own (the
+    /// owner's values may be there by now). Returns the bytes populated; stops at the first
+    /// refusal (an old kernel, the array gone).
+    pub fn populate(&self) -> usize {
+        const STEP_BYTES: usize = HUGE_PAGE_BYTES;
+        const PAGE_BYTES: usize = 4096;
+        let start = self.start as *mut u8;
+        let (head, whole) = whole_pages(start, self.bytes, PAGE_BYTES);
+        if cfg!(miri) {
+            return 0;
+        }
+        let mut done = 0;
+        // Bounded: `whole / STEP_BYTES + 1` steps.
+        while done < whole {
+            let len = STEP_BYTES.min(whole - done);
+            // SAFETY: see above: an address range and a kernel call that changes no contents.
+            let advised = unsafe {
+                libc::madvise(
+                    start.wrapping_add(head + done).cast(),
+                    len,
+                    libc::MADV_POPULATE_WRITE,
+                )
+            };
+            if advised != 0 {
+                break;
+            }
+            done += len;
+        }
+        done
+    }
+}
+
 /// `slice` filled with `value`, on this machine's cores when it is large: a fill of fresh
 /// memory is mostly the kernel zeroing the pages it first writes (see `on_cores`).
 pub(crate) fn fill_on_cores<T: Copy + Send + Sync>(slice: &mut [T], value: T) {

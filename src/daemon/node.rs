@@ -850,6 +850,7 @@ impl<F: FeedOut> Replayed<F> {
         if let Some(full) = shared.fatal.lock().expect("not poisoned").take() {
             return Err(full);
         }
+        populate_in_background(core.unresident());
         Ok(Replayed {
             header,
             core,
@@ -1016,6 +1017,34 @@ fn resume_from_snapshot(dir: &Path, through: u64, header: &DayHeader) -> Option<
     })
 }
 
+/// Make the rest of the token tables resident on a thread of its own (see
+/// `TokenTable::unresident`), once the state is rebuilt: a restart does not wait for the
+/// gigabytes a busy day may still fill, and the engine finds them resident when it gets
+/// there (seconds later, not the day's millions of tokens later).
+fn populate_in_background(later: Vec<crate::memory::Unresident>) {
+    if later.is_empty() {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("prefault".into())
+        .spawn(move || {
+            let started = std::time::Instant::now();
+            let wanted: usize = later.iter().map(|r| r.bytes()).sum();
+            let done: usize = later.iter().map(|r| r.populate()).sum();
+            tracing::info!(
+                mib = done >> 20,
+                wanted_mib = wanted >> 20,
+                ms = started.elapsed().as_millis() as u64,
+                "token tables made resident in the background"
+            );
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(
+            "no thread to make the token tables resident ({e}): they fault in as the day fills them"
+        );
+    }
+}
+
 /// The state being rebuilt by replay, before the sharded threads start.
 enum Replaying {
     Compact(Box<Exchange>),
@@ -1040,6 +1069,13 @@ impl Prefetch for Replaying {
 }
 
 impl Replaying {
+    fn unresident(&self) -> Vec<crate::memory::Unresident> {
+        match self {
+            Replaying::Compact(exchange) => exchange.unresident(),
+            Replaying::Sharded(split) => split.unresident(),
+        }
+    }
+
     fn apply<F: FeedOut>(&mut self, input: &Input, streams: &mut Streams<F>) {
         match self {
             Replaying::Compact(exchange) => {

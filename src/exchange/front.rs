@@ -125,6 +125,14 @@ impl Front {
         })
     }
 
+    /// The token tables' memory not yet resident (see `TokenTable::unresident`).
+    pub(crate) fn unresident(&self) -> Vec<crate::memory::Unresident> {
+        self.tokens
+            .iter()
+            .filter_map(TokenTable::unresident)
+            .collect()
+    }
+
     pub fn shards(&self) -> usize {
         self.shards
     }

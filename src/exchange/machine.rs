@@ -177,6 +177,12 @@ impl Exchange {
         (books, tokens)
     }
 
+    /// Memory of the tables not yet resident (see `TokenTable::unresident`), for a thread of
+    /// the daemon to populate while the day goes on.
+    pub fn unresident(&self) -> Vec<crate::memory::Unresident> {
+        self.front.unresident()
+    }
+
     /// Warm the cache for an input that will be applied soon (a few inputs ahead: replay,
     /// recovery and batches know theirs). A hint only: state and outputs are unchanged.
     #[inline]

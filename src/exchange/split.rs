@@ -171,6 +171,11 @@ impl Split {
         Ok(p)
     }
 
+    /// Memory of the tables not yet resident (see `Exchange::unresident`).
+    pub fn unresident(&self) -> Vec<crate::memory::Unresident> {
+        self.front.unresident()
+    }
+
     /// Write the state after every sequenced input (outputs still due go to `sink` first).
     pub fn save_state<S: Sink>(
         &mut self,

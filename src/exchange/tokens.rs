@@ -23,7 +23,7 @@
 //! ([`TokenTable::image`], [`TokenTable::restore_image`]), rebuilding the index in one pass
 //! with prefetching instead of a lookup and an insert per token.
 
-use crate::memory::{advise_huge_pages, on_cores, prefetch_line, whole_pages};
+use crate::memory::{Unresident, advise_huge_pages, on_cores, prefetch_line, whole_pages};
 use crate::types::Token;
 
 /// Fixed seeds: the core reads no randomness.
@@ -155,6 +155,10 @@ fn bucket_count(limit: usize) -> usize {
 const REBUILD_RANGE_BUCKETS: usize = 1 << 16;
 /// Arrays up to this size are prefaulted by writing them (see [`TokenTable::prefault`]).
 const FILL_BYTES_MAX: usize = 1 << 20;
+/// Slots of a large slot array made resident at once: the next million tokens of an account
+/// (18 MiB). The slot array grows from its start, so the rest can wait for a thread of the
+/// daemon ([`TokenTable::unresident`]) instead of holding up a restart.
+const ENTRIES_RESIDENT_AHEAD: usize = 1 << 20;
 
 pub(crate) struct TokenTable {
     /// Slot numbers tagged with their token's hash (see the module docs).
@@ -168,6 +172,8 @@ pub(crate) struct TokenTable {
     limit: usize,
     /// Voided slots that can wait at once (the resident part of `free`).
     voided_max: usize,
+    /// Slots of `entries` made resident by [`Self::prefault`] (all of a small array).
+    entries_resident: usize,
     /// Bumped whenever a bucket is written: a [`Vacant`] taken before the last change must
     /// probe again (inline, a Replace's insert follows its lookup with no change between).
     changes: u64,
@@ -202,13 +208,16 @@ impl TokenTable {
             free: Vec::with_capacity(limit),
             limit,
             voided_max: voided_max.clamp(1, limit.max(1)),
+            entries_resident: 0,
             changes: 0,
         }
     }
 
-    /// Make every page the day can write resident now, so that no insert takes a page
-    /// fault. Arrays small enough to stay in the cache are written whole (the day starts
-    /// from the cache); larger ones are populated by the kernel in one call, which is what
+    /// Make the pages the day writes first resident now, so that no insert takes a page
+    /// fault: the index and the resident part of the free list whole, the slot array's first
+    /// [`ENTRIES_RESIDENT_AHEAD`] slots (a restore's copy faults in what it fills; the rest is
+    /// [`Self::unresident`]). Arrays small enough to stay in the cache are written whole (the
+    /// day starts from the cache); larger ones are populated by the kernel, which is what
     /// their first writes would otherwise pay for (a fault a page), without writing them
     /// once more (a restore writes them next).
     fn prefault(&mut self) {
@@ -228,15 +237,30 @@ impl TokenTable {
             self.entries.clear();
             self.free.resize(self.voided_max, 0);
             self.free.clear();
+            self.entries_resident = self.limit;
         } else {
-            populate(self.entries.as_mut_ptr().cast(), self.limit * ENTRY_BYTES);
+            let entries = self.entries.as_mut_ptr().cast::<u8>();
+            // The whole array on huge pages (advised before any page is touched).
+            advise_huge_pages(entries, self.limit * ENTRY_BYTES);
+            self.entries_resident = self.limit.min(ENTRIES_RESIDENT_AHEAD);
+            populate(entries, self.entries_resident * ENTRY_BYTES);
             populate(self.free.as_mut_ptr().cast(), self.voided_max * 4);
         }
     }
 
     /// Bytes [`Self::prefault`] makes resident.
     fn resident_bytes(&self) -> usize {
-        (self.mask + 1) * 8 + self.limit * ENTRY_BYTES + self.voided_max * 4
+        (self.mask + 1) * 8 + self.entries_resident * ENTRY_BYTES + self.voided_max * 4
+    }
+
+    /// The part of the slot array not yet resident (beyond the prefaulted slots and those a
+    /// restore filled): for [`Unresident::populate`] on another thread while this table is
+    /// in use. `None` when nothing is left.
+    pub(crate) fn unresident(&self) -> Option<Unresident> {
+        let from = self.entries_resident.max(self.entries.len()) * ENTRY_BYTES;
+        let to = self.limit * ENTRY_BYTES;
+        let start = self.entries.as_ptr().cast::<u8>().wrapping_add(from);
+        (from < to).then(|| Unresident::new(start, to - from))
     }
 
     #[inline]
@@ -968,6 +992,54 @@ mod tests {
         let damaged = images(&[2, 0]);
         let (_, outcome) = restore(&damaged);
         assert_eq!(outcome.map_err(|(account, _)| account), Err(0));
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "tens of megabytes; Miri has no madvise")]
+    fn the_slot_array_beyond_the_resident_part_is_left_for_later_and_changes_nothing() {
+        assert!(
+            TokenTable::new(64).unresident().is_none(),
+            "a small table is all resident"
+        );
+        let limit = 2 * ENTRIES_RESIDENT_AHEAD as u32;
+        let mut t = TokenTable::reserve(limit, 4);
+        t.prefault();
+        let later = t
+            .unresident()
+            .expect("a large table leaves its slot array's tail");
+        assert_eq!(later.bytes(), ENTRIES_RESIDENT_AHEAD * ENTRY_BYTES);
+        let slots: Vec<u32> = (0..1000)
+            .map(|i| t.insert(tok(&format!("L{i}")), TokenState::Routed(0)))
+            .collect();
+        // Populated while the table is in use: whole pages only, nothing written.
+        let populated = later.populate();
+        assert!(populated > later.bytes() - 8192 && populated <= later.bytes());
+        for (i, &slot) in slots.iter().enumerate() {
+            assert_eq!(
+                t.get(&tok(&format!("L{i}"))),
+                Some((slot, TokenState::Routed(0)))
+            );
+        }
+        // A restore fills slots beyond the prefaulted ones: what is left starts after them.
+        let mut full = TokenTable::reserve(limit, 4);
+        full.prefault();
+        let image: Vec<u8> = (0..ENTRIES_RESIDENT_AHEAD + 10)
+            .flat_map(|i| {
+                let mut token = [b'0'; 14];
+                token[..8].copy_from_slice(&(i as u64).to_le_bytes());
+                let entry = Entry::new(crate::types::Alpha(token), TokenState::Unrouted);
+                let mut bytes = entry.token.to_vec();
+                bytes.extend(entry.code.to_le_bytes());
+                bytes.extend(entry.symbol.to_le_bytes());
+                bytes
+            })
+            .collect();
+        full.restore_image(&image, &[], 1, &mut Vec::new()).unwrap();
+        let left = full.unresident().expect("still a tail");
+        assert_eq!(
+            left.bytes(),
+            (limit as usize - ENTRIES_RESIDENT_AHEAD - 10) * ENTRY_BYTES
+        );
     }
 
     fn restored(t: &TokenTable) -> Result<TokenTable, String> {
