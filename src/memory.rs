@@ -48,30 +48,35 @@ pub(crate) const PARALLEL_BYTES_MIN: usize = 64 << 20;
 /// Threads of one start-up task, at most.
 const STARTUP_THREADS_MAX: usize = 8;
 
-/// `work` applied to each item, the results in the items' order; on this thread and up to
+/// `work` applied to each item with its thread's working state (an `S` made once per
+/// thread, kept from one item to the next), the results in the items' order; on this thread and up to
 /// `available_parallelism - 1` scoped helpers that take the next item as they finish one (tables
 /// differ in size) when the items total `bytes >= PARALLEL_BYTES_MIN`. Start-up only: it
 /// spawns threads.
-pub(crate) fn on_cores<T: Send, R: Send>(
+pub(crate) fn on_cores<T: Send, S: Default, R: Send>(
     items: Vec<T>,
     bytes: usize,
-    work: impl Fn(T) -> R + Sync,
+    work: impl Fn(&mut S, T) -> R + Sync,
 ) -> Vec<R> {
     let threads = std::thread::available_parallelism()
         .map_or(1, usize::from)
         .min(items.len())
         .min(STARTUP_THREADS_MAX);
     if cfg!(miri) || threads <= 1 || bytes < PARALLEL_BYTES_MIN {
-        return items.into_iter().map(work).collect();
+        let mut state = S::default();
+        return items
+            .into_iter()
+            .map(|item| work(&mut state, item))
+            .collect();
     }
     let count = items.len();
     let queue = std::sync::Mutex::new(items.into_iter().enumerate());
     let next = || queue.lock().unwrap_or_else(|e| e.into_inner()).next();
     let drain = || {
-        let mut results = Vec::new();
+        let (mut results, mut state) = (Vec::new(), S::default());
         // Bounded: the queue holds `count` items.
         while let Some((index, item)) = next() {
-            results.push((index, work(item)));
+            results.push((index, work(&mut state, item)));
         }
         results
     };
@@ -172,7 +177,7 @@ pub(crate) fn fill_on_cores<T: Copy + Send + Sync>(slice: &mut [T], value: T) {
     let bytes = std::mem::size_of_val(slice);
     let chunk = slice.len().div_ceil(CHUNKS).max(1);
     let chunks: Vec<&mut [T]> = slice.chunks_mut(chunk).collect();
-    on_cores(chunks, bytes, |c| c.fill(value));
+    on_cores(chunks, bytes, |(), c| c.fill(value));
 }
 
 /// Tests: a field (`VmFlags`, `AnonHugePages`, ...) of the mapping holding `address`, from
@@ -241,7 +246,7 @@ mod tests {
         let calls = std::sync::atomic::AtomicUsize::new(0);
         let threads = std::sync::Mutex::new(std::collections::HashSet::new());
         // Large enough to take the threads (when the machine has more than one core).
-        let squares = on_cores((0..100u64).collect(), PARALLEL_BYTES_MIN, |i| {
+        let squares = on_cores((0..100u64).collect(), PARALLEL_BYTES_MIN, |(), i| {
             calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             threads.lock().unwrap().insert(std::thread::current().id());
             i * i
@@ -251,7 +256,7 @@ mod tests {
         eprintln!("{} threads", threads.lock().unwrap().len());
         // Small: on this thread only.
         let here = std::thread::current().id();
-        let ids = on_cores(vec![(); 8], 1, |()| std::thread::current().id());
+        let ids = on_cores(vec![(); 8], 1, |(), ()| std::thread::current().id());
         assert!(ids.iter().all(|&id| id == here));
     }
 

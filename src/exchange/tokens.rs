@@ -665,7 +665,7 @@ pub(crate) fn new_tables(count: usize, limit: u32, voided_max: usize) -> Vec<Tok
         .collect();
     let bytes: usize = tables.iter().map(TokenTable::resident_bytes).sum();
     let work: Vec<&mut TokenTable> = tables.iter_mut().collect();
-    on_cores(work, bytes, |table| table.prefault());
+    on_cores(work, bytes, |(), table| table.prefault());
     tables
 }
 
@@ -686,11 +686,11 @@ pub(crate) fn restore_images(
     assert_eq!(tables.len(), images.len(), "an image per table");
     let bytes: usize = images.iter().map(|i| i.entries.len()).sum();
     let work: Vec<_> = tables.iter_mut().zip(images).enumerate().collect();
-    let outcomes = on_cores(work, bytes, |(account, (table, image))| {
-        // Working memory of the index rebuild, one per table (freed after it).
-        let mut scratch = Vec::new();
+    // Working memory of the index rebuilds: one per thread, kept from one table to the next
+    // (fresh pages for every table would cost what the tables' own do).
+    let outcomes = on_cores(work, bytes, |scratch, (account, (table, image))| {
         table
-            .restore_image(image.entries, image.free, symbols, &mut scratch)
+            .restore_image(image.entries, image.free, symbols, scratch)
             .map_err(|e| (account, e))
     });
     outcomes.into_iter().collect()
