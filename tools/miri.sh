@@ -3,7 +3,8 @@
 # Stacked Borrows and Tree Borrows aliasing rules): the journal's commit protocol
 # (src/journal/{shared,record,segment,recovery}.rs), the output streams (src/stream.rs) and the
 # token tables' slot-array images and page population (src/exchange/tokens.rs, with the
-# memory hints of src/memory.rs it calls: prefetch, huge-page advice, skipped there).
+# memory hints and start-up helpers of src/memory.rs it calls: prefetch, huge-page advice and
+# population skipped there, work on the cores run on one thread).
 #
 # Miri cannot map files, so these tests run the same code over heap buffers or anonymous
 # mappings (SharedBytes views); the file-mapping glue in reader.rs / writer.rs only builds
@@ -16,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-filters=(journal::shared journal::record journal::segment journal::recovery::tests stream:: exchange::tokens)
+filters=(journal::shared journal::record journal::segment journal::recovery::tests stream:: exchange::tokens memory::)
 
 echo "== miri (stacked borrows)"
 cargo +nightly miri test -p bourse --lib -- "${filters[@]}"
