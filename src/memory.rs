@@ -115,18 +115,60 @@ pub(crate) fn on_cores<T: Send, S: Default, R: Send>(
 
 /// Pages of an array in use that were left to be made resident later (see
 /// `TokenTable::unresident`): an address range, not a borrow, so that another thread can
-/// populate it while the owner keeps writing. Nothing is read or written through it.
-#[derive(Clone, Copy, Debug)]
+/// populate it while the owner keeps writing, and the owner's [`Liveness`], so that it stops
+/// once the owner is dropped. Nothing is read or written through it.
+#[derive(Clone, Debug)]
 pub struct Unresident {
     start: usize,
     bytes: usize,
+    owner: Liveness,
 }
 
+/// Whether the owner of some [`Unresident`] ranges still exists: cleared when the owner's
+/// [`Alive`] is dropped.
+#[derive(Clone, Debug)]
+pub struct Liveness(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+/// Held by the owner of [`Unresident`] ranges (a field: dropped with it).
+#[derive(Debug)]
+pub(crate) struct Alive(Liveness);
+
+impl Alive {
+    pub(crate) fn new() -> Alive {
+        Alive(Liveness(std::sync::Arc::new(
+            std::sync::atomic::AtomicBool::new(true),
+        )))
+    }
+
+    pub(crate) fn liveness(&self) -> Liveness {
+        self.0.clone()
+    }
+}
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        (self.0)
+            .0
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+}
+
+impl Liveness {
+    fn alive(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
+/// Bytes [`Unresident::populate_step`] populates at a time (one call holds the process's
+/// memory map lock for that long).
+const UNRESIDENT_STEP_BYTES: usize = HUGE_PAGE_BYTES;
+
 impl Unresident {
-    pub(crate) fn new(start: *const u8, bytes: usize) -> Unresident {
+    pub(crate) fn new(start: *const u8, bytes: usize, owner: Liveness) -> Unresident {
         Unresident {
             start: start as usize,
             bytes,
+            owner,
         }
     }
 
@@ -134,39 +176,47 @@ impl Unresident {
         self.bytes
     }
 
-    /// Make the whole pages of the range resident and writable, 2 MiB at a time (each call
-    /// holds the memory map lock briefly). Only `madvise(MADV_POPULATE_WRITE)`, which faults
-    /// pages in as a write would without changing any byte: safe while the owner writes the
-    /// same pages, and harmless if the array is gone (the call fails on an unmapped range and
-    /// only makes pages resident on a range mapped anew). Never a write of its own (the
-    /// owner's values may be there by now). Returns the bytes populated; stops at the first
-    /// refusal (an old kernel, the array gone).
+    /// The whole 4 KiB pages inside the range: the offset of the first, their bytes.
+    fn whole_pages(&self) -> (usize, usize) {
+        whole_pages(self.start as *const u8, self.bytes, 4096)
+    }
+
+    /// Steps of [`Self::populate_step`] that cover the range's whole pages.
+    pub fn steps(&self) -> usize {
+        self.whole_pages().1.div_ceil(UNRESIDENT_STEP_BYTES)
+    }
+
+    /// Make step `step` of the range's whole pages (2 MiB) resident and writable. Only
+    /// `madvise(MADV_POPULATE_WRITE)`, which faults pages in as a write would without
+    /// changing any byte (a page already there is left alone; a zero or shared page is
+    /// replaced by a copy): safe while the owner writes the same pages. Never a write of its
+    /// own (the owner's values may be there by now). Skipped once the owner is dropped; if
+    /// it is dropped during the call, the call fails on the unmapped range or only makes
+    /// pages resident on a range mapped anew (dirtying them, if that is a shared file
+    /// mapping). Returns the bytes populated: `None` once the owner is gone or the kernel
+    /// refuses (before Linux 5.14).
+    pub fn populate_step(&self, step: usize) -> Option<usize> {
+        if cfg!(miri) || !self.owner.alive() {
+            return None;
+        }
+        let (head, whole) = self.whole_pages();
+        let from = step * UNRESIDENT_STEP_BYTES;
+        if from >= whole {
+            return Some(0);
+        }
+        let bytes = UNRESIDENT_STEP_BYTES.min(whole - from);
+        let start = (self.start as *mut u8).wrapping_add(head + from);
+        // SAFETY: see above: an address range and a kernel call that changes no contents.
+        let advised = unsafe { libc::madvise(start.cast(), bytes, libc::MADV_POPULATE_WRITE) };
+        (advised == 0).then_some(bytes)
+    }
+
+    /// Every step in turn (tests; the daemon interleaves the tables' steps).
+    #[cfg(test)]
     pub fn populate(&self) -> usize {
-        const STEP_BYTES: usize = HUGE_PAGE_BYTES;
-        const PAGE_BYTES: usize = 4096;
-        let start = self.start as *mut u8;
-        let (head, whole) = whole_pages(start, self.bytes, PAGE_BYTES);
-        if cfg!(miri) {
-            return 0;
-        }
-        let mut done = 0;
-        // Bounded: `whole / STEP_BYTES + 1` steps.
-        while done < whole {
-            let len = STEP_BYTES.min(whole - done);
-            // SAFETY: see above: an address range and a kernel call that changes no contents.
-            let advised = unsafe {
-                libc::madvise(
-                    start.wrapping_add(head + done).cast(),
-                    len,
-                    libc::MADV_POPULATE_WRITE,
-                )
-            };
-            if advised != 0 {
-                break;
-            }
-            done += len;
-        }
-        done
+        (0..self.steps())
+            .map_while(|step| self.populate_step(step))
+            .sum()
     }
 }
 

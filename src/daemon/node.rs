@@ -1030,7 +1030,21 @@ fn populate_in_background(later: Vec<crate::memory::Unresident>) {
         .spawn(move || {
             let started = std::time::Instant::now();
             let wanted: usize = later.iter().map(|r| r.bytes()).sum();
-            let done: usize = later.iter().map(|r| r.populate()).sum();
+            // The tables in turn, 2 MiB each, from their fronts: every account's next
+            // slots first. A range stops when the kernel refuses or the tables are gone.
+            let mut done = 0;
+            let mut open = vec![true; later.len()];
+            let steps = later.iter().map(|r| r.steps()).max().unwrap_or(0);
+            for step in 0..steps {
+                for (range, open) in later.iter().zip(open.iter_mut()) {
+                    if *open && step < range.steps() {
+                        match range.populate_step(step) {
+                            Some(bytes) => done += bytes,
+                            None => *open = false,
+                        }
+                    }
+                }
+            }
             tracing::info!(
                 mib = done >> 20,
                 wanted_mib = wanted >> 20,

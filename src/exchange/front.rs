@@ -91,6 +91,9 @@ pub struct Front {
     last_seq: u64,
     /// Verdicts that had to be waited for (rare: tokens reused while pending).
     pub waits: u64,
+    /// Cleared when this front (its token tables) is dropped: a thread populating their
+    /// unresident memory stops then (see [`Self::unresident`]).
+    alive: crate::memory::Alive,
 }
 
 impl Front {
@@ -122,14 +125,16 @@ impl Front {
             specs,
             last_seq: 0,
             waits: 0,
+            alive: crate::memory::Alive::new(),
         })
     }
 
     /// The token tables' memory not yet resident (see `TokenTable::unresident`).
     pub(crate) fn unresident(&self) -> Vec<crate::memory::Unresident> {
+        let owner = self.alive.liveness();
         self.tokens
             .iter()
-            .filter_map(TokenTable::unresident)
+            .filter_map(|t| t.unresident(&owner))
             .collect()
     }
 

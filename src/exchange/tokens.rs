@@ -23,7 +23,9 @@
 //! ([`TokenTable::image`], [`TokenTable::restore_image`]), rebuilding the index in one pass
 //! with prefetching instead of a lookup and an insert per token.
 
-use crate::memory::{Unresident, advise_huge_pages, on_cores, prefetch_line, whole_pages};
+use crate::memory::{
+    Liveness, Unresident, advise_huge_pages, on_cores, prefetch_line, whole_pages,
+};
 use crate::types::Token;
 
 /// Fixed seeds: the core reads no randomness.
@@ -221,6 +223,15 @@ impl TokenTable {
     /// their first writes would otherwise pay for (a fault a page), without writing them
     /// once more (a restore writes them next).
     fn prefault(&mut self) {
+        // `populate` may write zero bytes into what it makes resident: nothing is there yet.
+        assert!(
+            self.entries.is_empty() && self.free.is_empty(),
+            "a fresh table"
+        );
+        assert!(
+            self.buckets.iter().take(8).all(|&b| b == 0),
+            "a fresh index"
+        );
         let buckets = self.mask + 1;
         if buckets * 8 > FILL_BYTES_MAX {
             // Zeroed by the allocator (untouched pages), then populated: still zero.
@@ -237,30 +248,41 @@ impl TokenTable {
             self.entries.clear();
             self.free.resize(self.voided_max, 0);
             self.free.clear();
-            self.entries_resident = self.limit;
+            self.entries_resident = self.entries_to_prefault();
         } else {
             let entries = self.entries.as_mut_ptr().cast::<u8>();
             // The whole array on huge pages (advised before any page is touched).
             advise_huge_pages(entries, self.limit * ENTRY_BYTES);
-            self.entries_resident = self.limit.min(ENTRIES_RESIDENT_AHEAD);
+            self.entries_resident = self.entries_to_prefault();
             populate(entries, self.entries_resident * ENTRY_BYTES);
             populate(self.free.as_mut_ptr().cast(), self.voided_max * 4);
         }
     }
 
-    /// Bytes [`Self::prefault`] makes resident.
+    /// Slots of the slot array [`Self::prefault`] makes resident.
+    fn entries_to_prefault(&self) -> usize {
+        if self.limit * ENTRY_BYTES <= FILL_BYTES_MAX {
+            self.limit
+        } else {
+            self.limit.min(ENTRIES_RESIDENT_AHEAD)
+        }
+    }
+
+    /// Bytes [`Self::prefault`] makes resident (known before it runs).
     fn resident_bytes(&self) -> usize {
-        (self.mask + 1) * 8 + self.entries_resident * ENTRY_BYTES + self.voided_max * 4
+        (self.mask + 1) * 8 + self.entries_to_prefault() * ENTRY_BYTES + self.voided_max * 4
     }
 
     /// The part of the slot array not yet resident (beyond the prefaulted slots and those a
     /// restore filled): for [`Unresident::populate`] on another thread while this table is
     /// in use. `None` when nothing is left.
-    pub(crate) fn unresident(&self) -> Option<Unresident> {
+    /// `owner`: the liveness of whoever holds this table (the front), so that the range is
+    /// left alone once the table is dropped.
+    pub(crate) fn unresident(&self, owner: &Liveness) -> Option<Unresident> {
         let from = self.entries_resident.max(self.entries.len()) * ENTRY_BYTES;
         let to = self.limit * ENTRY_BYTES;
         let start = self.entries.as_ptr().cast::<u8>().wrapping_add(from);
-        (from < to).then(|| Unresident::new(start, to - from))
+        (from < to).then(|| Unresident::new(start, to - from, owner.clone()))
     }
 
     #[inline]
@@ -715,24 +737,30 @@ fn populate(start: *mut u8, bytes: usize) {
         }
     };
     let (head, whole) = whole_pages(start, bytes, PAGE_BYTES);
-    // SAFETY: a page-aligned range inside the allocation; MADV_POPULATE_WRITE only faults
-    // pages in (as a write would), it changes no contents.
-    // Miri has no madvise: there the pages are touched one by one.
     // In steps: the call holds the process's memory map lock, which a thread's start (an
-    // mmap of its stack) and every other populate wait for.
+    // mmap of its stack) and every other populate wait for. Miri has no madvise: there the
+    // pages are touched one by one.
     const STEP_BYTES: usize = 64 << 20;
-    let populated = !cfg!(miri)
-        && whole > 0
-        && (0..whole).step_by(STEP_BYTES).all(|at| {
-            let len = STEP_BYTES.min(whole - at);
-            let advised = unsafe {
-                libc::madvise(start.add(head + at).cast(), len, libc::MADV_POPULATE_WRITE)
-            };
-            advised == 0
-        });
-    if !populated {
-        touch(head, head + whole);
+    let mut done = 0;
+    // Bounded: `whole / STEP_BYTES + 1` steps.
+    while !cfg!(miri) && done < whole {
+        let len = STEP_BYTES.min(whole - done);
+        // SAFETY: a page-aligned range inside the allocation; MADV_POPULATE_WRITE only
+        // faults pages in (as a write would), it changes no contents.
+        let advised = unsafe {
+            libc::madvise(
+                start.add(head + done).cast(),
+                len,
+                libc::MADV_POPULATE_WRITE,
+            )
+        };
+        if advised != 0 {
+            break;
+        }
+        done += len;
     }
+    // What the kernel did not populate (an old kernel, Miri), page by page.
+    touch(head + done, head + whole);
     touch(0, head);
     touch(head + whole, bytes);
 }
@@ -997,15 +1025,16 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore = "tens of megabytes; Miri has no madvise")]
     fn the_slot_array_beyond_the_resident_part_is_left_for_later_and_changes_nothing() {
+        let owner = crate::memory::Alive::new();
         assert!(
-            TokenTable::new(64).unresident().is_none(),
+            TokenTable::new(64).unresident(&owner.liveness()).is_none(),
             "a small table is all resident"
         );
         let limit = 2 * ENTRIES_RESIDENT_AHEAD as u32;
         let mut t = TokenTable::reserve(limit, 4);
         t.prefault();
         let later = t
-            .unresident()
+            .unresident(&owner.liveness())
             .expect("a large table leaves its slot array's tail");
         assert_eq!(later.bytes(), ENTRIES_RESIDENT_AHEAD * ENTRY_BYTES);
         let slots: Vec<u32> = (0..1000)
@@ -1035,11 +1064,15 @@ mod tests {
             })
             .collect();
         full.restore_image(&image, &[], 1, &mut Vec::new()).unwrap();
-        let left = full.unresident().expect("still a tail");
+        let left = full.unresident(&owner.liveness()).expect("still a tail");
         assert_eq!(
             left.bytes(),
             (limit as usize - ENTRIES_RESIDENT_AHEAD - 10) * ENTRY_BYTES
         );
+        // Once its owner is gone, a range is left alone.
+        drop(owner);
+        assert_eq!(left.populate_step(0), None);
+        assert_eq!(left.populate(), 0);
     }
 
     fn restored(t: &TokenTable) -> Result<TokenTable, String> {
