@@ -113,50 +113,30 @@ pub(crate) fn on_cores<T: Send, S: Default, R: Send>(
     done.into_iter().map(|(_, r)| r).collect()
 }
 
+/// `madvise(MADV_POPULATE_WRITE)` of `bytes` (whole 4 KiB pages) at `start`: the pages
+/// made resident and writable as a write would, without changing any byte (a page already
+/// there is left alone; a zero or shared page is replaced by a copy). False if the kernel
+/// refuses (before Linux 5.14; a range not mapped writable) and under Miri (no foreign
+/// calls). The caller names its own address range; nothing is read or written through it,
+/// so the owner may be writing the same pages meanwhile.
+pub(crate) fn populate_write(start: *const u8, bytes: usize) -> bool {
+    debug_assert!(start.align_offset(4096) == 0 && bytes.is_multiple_of(4096));
+    // SAFETY: see above: an address range and a kernel call that changes no contents.
+    !cfg!(miri)
+        && bytes > 0
+        && unsafe { libc::madvise(start.cast_mut().cast(), bytes, libc::MADV_POPULATE_WRITE) } == 0
+}
+
 /// Pages of an array in use that were left to be made resident later (see
 /// `TokenTable::unresident`): an address range, not a borrow, so that another thread can
-/// populate it while the owner keeps writing, and the owner's [`Liveness`], so that it stops
-/// once the owner is dropped. Nothing is read or written through it.
+/// populate it while the owner keeps writing, and a weak reference to the owner's marker
+/// (an `Arc<()>` it holds), so that it stops once the owner is dropped. Nothing is read or
+/// written through it.
 #[derive(Clone, Debug)]
 pub struct Unresident {
     start: usize,
     bytes: usize,
-    owner: Liveness,
-}
-
-/// Whether the owner of some [`Unresident`] ranges still exists: cleared when the owner's
-/// [`Alive`] is dropped.
-#[derive(Clone, Debug)]
-pub struct Liveness(std::sync::Arc<std::sync::atomic::AtomicBool>);
-
-/// Held by the owner of [`Unresident`] ranges (a field: dropped with it).
-#[derive(Debug)]
-pub(crate) struct Alive(Liveness);
-
-impl Alive {
-    pub(crate) fn new() -> Alive {
-        Alive(Liveness(std::sync::Arc::new(
-            std::sync::atomic::AtomicBool::new(true),
-        )))
-    }
-
-    pub(crate) fn liveness(&self) -> Liveness {
-        self.0.clone()
-    }
-}
-
-impl Drop for Alive {
-    fn drop(&mut self) {
-        (self.0)
-            .0
-            .store(false, std::sync::atomic::Ordering::Release);
-    }
-}
-
-impl Liveness {
-    fn alive(&self) -> bool {
-        self.0.load(std::sync::atomic::Ordering::Acquire)
-    }
+    owner: std::sync::Weak<()>,
 }
 
 /// Bytes [`Unresident::populate_step`] populates at a time (one call holds the process's
@@ -164,7 +144,7 @@ impl Liveness {
 const UNRESIDENT_STEP_BYTES: usize = HUGE_PAGE_BYTES;
 
 impl Unresident {
-    pub(crate) fn new(start: *const u8, bytes: usize, owner: Liveness) -> Unresident {
+    pub(crate) fn new(start: *const u8, bytes: usize, owner: std::sync::Weak<()>) -> Unresident {
         Unresident {
             start: start as usize,
             bytes,
@@ -196,7 +176,7 @@ impl Unresident {
     /// mapping). Returns the bytes populated: `None` once the owner is gone or the kernel
     /// refuses (before Linux 5.14).
     pub fn populate_step(&self, step: usize) -> Option<usize> {
-        if cfg!(miri) || !self.owner.alive() {
+        if self.owner.strong_count() == 0 {
             return None;
         }
         let (head, whole) = self.whole_pages();
@@ -205,10 +185,8 @@ impl Unresident {
             return Some(0);
         }
         let bytes = UNRESIDENT_STEP_BYTES.min(whole - from);
-        let start = (self.start as *mut u8).wrapping_add(head + from);
-        // SAFETY: see above: an address range and a kernel call that changes no contents.
-        let advised = unsafe { libc::madvise(start.cast(), bytes, libc::MADV_POPULATE_WRITE) };
-        (advised == 0).then_some(bytes)
+        let start = (self.start as *const u8).wrapping_add(head + from);
+        populate_write(start, bytes).then_some(bytes)
     }
 
     /// Every step in turn (tests; the daemon interleaves the tables' steps).

@@ -91,9 +91,9 @@ pub struct Front {
     last_seq: u64,
     /// Verdicts that had to be waited for (rare: tokens reused while pending).
     pub waits: u64,
-    /// Cleared when this front (its token tables) is dropped: a thread populating their
-    /// unresident memory stops then (see [`Self::unresident`]).
-    alive: crate::memory::Alive,
+    /// Held while this front (its token tables) lives: a thread populating their unresident
+    /// memory holds only a weak reference and stops once it is gone (see [`Self::unresident`]).
+    alive: std::sync::Arc<()>,
 }
 
 impl Front {
@@ -125,16 +125,15 @@ impl Front {
             specs,
             last_seq: 0,
             waits: 0,
-            alive: crate::memory::Alive::new(),
+            alive: std::sync::Arc::new(()),
         })
     }
 
     /// The token tables' memory not yet resident (see `TokenTable::unresident`).
     pub(crate) fn unresident(&self) -> Vec<crate::memory::Unresident> {
-        let owner = self.alive.liveness();
         self.tokens
             .iter()
-            .filter_map(|t| t.unresident(&owner))
+            .filter_map(|t| t.unresident(&self.alive))
             .collect()
     }
 

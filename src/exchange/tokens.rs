@@ -24,7 +24,7 @@
 //! with prefetching instead of a lookup and an insert per token.
 
 use crate::memory::{
-    Liveness, Unresident, advise_huge_pages, on_cores, prefetch_line, whole_pages,
+    Unresident, advise_huge_pages, on_cores, populate_write, prefetch_line, whole_pages,
 };
 use crate::types::Token;
 
@@ -228,10 +228,6 @@ impl TokenTable {
             self.entries.is_empty() && self.free.is_empty(),
             "a fresh table"
         );
-        assert!(
-            self.buckets.iter().take(8).all(|&b| b == 0),
-            "a fresh index"
-        );
         let buckets = self.mask + 1;
         if buckets * 8 > FILL_BYTES_MAX {
             // Zeroed by the allocator (untouched pages), then populated: still zero.
@@ -276,13 +272,13 @@ impl TokenTable {
     /// The part of the slot array not yet resident (beyond the prefaulted slots and those a
     /// restore filled): for [`Unresident::populate`] on another thread while this table is
     /// in use. `None` when nothing is left.
-    /// `owner`: the liveness of whoever holds this table (the front), so that the range is
+    /// `owner`: the marker of whoever holds this table (the front), so that the range is
     /// left alone once the table is dropped.
-    pub(crate) fn unresident(&self, owner: &Liveness) -> Option<Unresident> {
+    pub(crate) fn unresident(&self, owner: &std::sync::Arc<()>) -> Option<Unresident> {
         let from = self.entries_resident.max(self.entries.len()) * ENTRY_BYTES;
         let to = self.limit * ENTRY_BYTES;
         let start = self.entries.as_ptr().cast::<u8>().wrapping_add(from);
-        (from < to).then(|| Unresident::new(start, to - from, owner.clone()))
+        (from < to).then(|| Unresident::new(start, to - from, std::sync::Arc::downgrade(owner)))
     }
 
     #[inline]
@@ -719,7 +715,7 @@ pub(crate) fn restore_images(
 }
 
 /// Make the pages of `bytes` bytes at `start` (an allocation of this process) resident and
-/// writable: one `madvise(MADV_POPULATE_WRITE)` for the whole pages (Linux 5.14+; the
+/// writable: `memory::populate_write` of the whole pages, 64 MiB a call (Linux 5.14+; the
 /// kernel allocates and zeroes them without a fault each), a write into each page it could
 /// not do (older kernels) and into the partial pages at either end. The range must hold no
 /// values yet (a vector's spare capacity, or zeroes): a touch writes a zero byte. (It used to
@@ -743,18 +739,9 @@ fn populate(start: *mut u8, bytes: usize) {
     const STEP_BYTES: usize = 64 << 20;
     let mut done = 0;
     // Bounded: `whole / STEP_BYTES + 1` steps.
-    while !cfg!(miri) && done < whole {
+    while done < whole {
         let len = STEP_BYTES.min(whole - done);
-        // SAFETY: a page-aligned range inside the allocation; MADV_POPULATE_WRITE only
-        // faults pages in (as a write would), it changes no contents.
-        let advised = unsafe {
-            libc::madvise(
-                start.add(head + done).cast(),
-                len,
-                libc::MADV_POPULATE_WRITE,
-            )
-        };
-        if advised != 0 {
+        if !populate_write(start.wrapping_add(head + done), len) {
             break;
         }
         done += len;
@@ -1025,16 +1012,16 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore = "tens of megabytes; Miri has no madvise")]
     fn the_slot_array_beyond_the_resident_part_is_left_for_later_and_changes_nothing() {
-        let owner = crate::memory::Alive::new();
+        let owner = std::sync::Arc::new(());
         assert!(
-            TokenTable::new(64).unresident(&owner.liveness()).is_none(),
+            TokenTable::new(64).unresident(&owner).is_none(),
             "a small table is all resident"
         );
         let limit = 2 * ENTRIES_RESIDENT_AHEAD as u32;
         let mut t = TokenTable::reserve(limit, 4);
         t.prefault();
         let later = t
-            .unresident(&owner.liveness())
+            .unresident(&owner)
             .expect("a large table leaves its slot array's tail");
         assert_eq!(later.bytes(), ENTRIES_RESIDENT_AHEAD * ENTRY_BYTES);
         let slots: Vec<u32> = (0..1000)
@@ -1064,7 +1051,7 @@ mod tests {
             })
             .collect();
         full.restore_image(&image, &[], 1, &mut Vec::new()).unwrap();
-        let left = full.unresident(&owner.liveness()).expect("still a tail");
+        let left = full.unresident(&owner).expect("still a tail");
         assert_eq!(
             left.bytes(),
             (limit as usize - ENTRIES_RESIDENT_AHEAD - 10) * ENTRY_BYTES
