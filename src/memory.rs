@@ -127,6 +127,30 @@ pub(crate) fn populate_write(start: *const u8, bytes: usize) -> bool {
         && unsafe { libc::madvise(start.cast_mut().cast(), bytes, libc::MADV_POPULATE_WRITE) } == 0
 }
 
+/// Make resident the whole 4 KiB pages around `whole[part]` that lie inside `whole` (a
+/// window of a larger array: the pages at its edges may hold neighbouring elements, never
+/// bytes outside the array): [`populate_write`], which changes no value. False if nothing
+/// was populated (an empty window, the kernel refused, Miri).
+pub(crate) fn populate_part<T>(whole: &[T], part: std::ops::Range<usize>) -> bool {
+    const PAGE_BYTES: usize = 4096;
+    assert!(part.start <= part.end && part.end <= whole.len());
+    let size = std::mem::size_of::<T>();
+    let base = whole.as_ptr() as usize;
+    let (inside_from, inside_to) = (
+        base.next_multiple_of(PAGE_BYTES),
+        (base + std::mem::size_of_val(whole)) / PAGE_BYTES * PAGE_BYTES,
+    );
+    let from = ((base + part.start * size) / PAGE_BYTES * PAGE_BYTES).max(inside_from);
+    let to = (base + part.end * size)
+        .next_multiple_of(PAGE_BYTES)
+        .min(inside_to);
+    from < to
+        && populate_write(
+            whole.as_ptr().cast::<u8>().wrapping_add(from - base),
+            to - from,
+        )
+}
+
 /// Pages of an array in use that were left to be made resident later (see
 /// `TokenTable::unresident`): an address range, not a borrow, so that another thread can
 /// populate it while the owner keeps writing, and a weak reference to the owner's marker
@@ -196,16 +220,6 @@ impl Unresident {
             .map_while(|step| self.populate_step(step))
             .sum()
     }
-}
-
-/// `slice` filled with `value`, on this machine's cores when it is large: a fill of fresh
-/// memory is mostly the kernel zeroing the pages it first writes (see `on_cores`).
-pub(crate) fn fill_on_cores<T: Copy + Send + Sync>(slice: &mut [T], value: T) {
-    const CHUNKS: usize = 16;
-    let bytes = std::mem::size_of_val(slice);
-    let chunk = slice.len().div_ceil(CHUNKS).max(1);
-    let chunks: Vec<&mut [T]> = slice.chunks_mut(chunk).collect();
-    on_cores(chunks, bytes, |(), c| c.fill(value));
 }
 
 /// Tests: a field (`VmFlags`, `AnonHugePages`, ...) of the mapping holding `address`, from
@@ -288,13 +302,49 @@ mod tests {
         assert!(ids.iter().all(|&id| id == here));
     }
 
+    /// Resident 4 KiB pages of `bytes` at `start` (page-aligned), by `mincore`.
+    fn resident_pages(start: *const u8, bytes: usize) -> Vec<bool> {
+        let mut flags = vec![0u8; bytes.div_ceil(4096)];
+        // SAFETY: `start..start + bytes` is mapped (the caller's allocation); `flags` holds
+        // a byte per page.
+        let done = unsafe { libc::mincore(start.cast_mut().cast(), bytes, flags.as_mut_ptr()) };
+        assert_eq!(done, 0, "mincore");
+        flags.iter().map(|f| f & 1 == 1).collect()
+    }
+
     #[test]
-    fn a_fill_on_the_cores_writes_every_element() {
-        let mut big = vec![0u32; 1 << 16];
-        fill_on_cores(&mut big, 7);
-        assert!(big.iter().all(|&v| v == 7));
-        let mut none: Vec<u32> = Vec::new();
-        fill_on_cores(&mut none, 7);
+    #[cfg_attr(miri, ignore = "Miri has no madvise or mincore")]
+    fn a_window_is_made_resident_and_nothing_else_changes() {
+        // Large enough for the allocator to map fresh, untouched pages.
+        let whole = vec![0u32; 4 << 20];
+        let (head, bytes) = whole_pages(whole.as_ptr().cast(), whole.len() * 4, 4096);
+        let first = whole.as_ptr().cast::<u8>().wrapping_add(head);
+        let before = resident_pages(first, bytes);
+        let window = 1_000_000..1_000_100; // 400 bytes inside one or two pages
+        if !populate_part(&whole, window.clone()) {
+            eprintln!(
+                "the kernel refused MADV_POPULATE_WRITE (before Linux 5.14): nothing to check"
+            );
+            return;
+        }
+        let after = resident_pages(first, bytes);
+        let page_of = |element: usize| (element * 4 - head) / 4096;
+        let pages = page_of(window.start)..=page_of(window.end - 1);
+        assert!(
+            after[pages].iter().all(|&p| p),
+            "the window's pages are resident"
+        );
+        let far = page_of(3_000_000);
+        assert_eq!(
+            after[far], before[far],
+            "a page far from the window is left alone"
+        );
+        assert!(!after[far], "the far page was never touched");
+        assert!(whole.iter().all(|&v| v == 0), "no value changed");
+        assert!(
+            !populate_part(&whole, 5..5),
+            "an empty window populates nothing"
+        );
     }
 
     #[test]

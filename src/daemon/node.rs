@@ -1017,8 +1017,9 @@ fn resume_from_snapshot(dir: &Path, through: u64, header: &DayHeader) -> Option<
     })
 }
 
-/// Make the rest of the token tables resident on a thread of its own (see
-/// `TokenTable::unresident`), once the state is rebuilt: a restart does not wait for the
+/// Make the rest of the token tables and of the shards' live-order index resident on a
+/// thread of its own (see `TokenTable::unresident`, `Shard::unresident`), once the state is
+/// rebuilt: a restart does not wait for the
 /// gigabytes a busy day may still fill, and the engine finds them resident when it gets
 /// there (seconds later, not the day's millions of tokens later).
 fn populate_in_background(later: Vec<crate::memory::Unresident>) {
@@ -1049,7 +1050,7 @@ fn populate_in_background(later: Vec<crate::memory::Unresident>) {
                 mib = done >> 20,
                 wanted_mib = wanted >> 20,
                 ms = started.elapsed().as_millis() as u64,
-                "token tables made resident in the background"
+                "token tables and live-order index made resident in the background"
             );
         });
     if let Err(e) = spawned {

@@ -129,6 +129,20 @@ impl Front {
         })
     }
 
+    /// Per account, the token slots the day writes next: every voided slot and the next
+    /// `ahead` fresh ones (the shard's live index makes their entries resident).
+    pub(crate) fn slots_written_next(&self, ahead: u32) -> Vec<(u16, std::ops::Range<u32>)> {
+        let mut windows = Vec::new();
+        for (account, table) in self.tokens.iter().enumerate() {
+            let (voided, fresh) = table.slots_next();
+            let account = account as u16;
+            windows.extend(voided.iter().map(|&slot| (account, slot..slot + 1)));
+            let end = fresh.saturating_add(ahead).min(table.limit() as u32);
+            windows.push((account, fresh..end));
+        }
+        windows
+    }
+
     /// The token tables' memory not yet resident (see `TokenTable::unresident`).
     pub(crate) fn unresident(&self) -> Vec<crate::memory::Unresident> {
         self.tokens

@@ -10,7 +10,7 @@ use super::front::{Front, FrontLink};
 use super::input::{Input, Outcome};
 use super::merge::Merge;
 use super::msg::{AccountRisk, Marker, Plan, ShardCmd, ShardEvent, Verdict};
-use super::shard::{Shard, ShardOut};
+use super::shard::{LIVE_RESIDENT_AHEAD, Shard, ShardOut};
 use super::sink::Sink;
 use super::state::{self, StateError};
 use super::tokens::TokenState;
@@ -103,9 +103,16 @@ impl<S: Sink> FrontLink for Inline<'_, S> {
 impl Exchange {
     /// Build every book and table at their configured sizes; nothing is allocated later.
     pub fn new(venue: Venue) -> Result<Exchange, VenueError> {
+        Exchange::with_shard(venue, Shard::new)
+    }
+
+    fn with_shard(
+        venue: Venue,
+        shard: fn(&Venue, usize, usize) -> Result<Shard, VenueError>,
+    ) -> Result<Exchange, VenueError> {
         Ok(Exchange {
             front: Front::new(&venue, 1, 1)?,
-            shard: Shard::new(&venue, 0, 1)?,
+            shard: shard(&venue, 0, 1)?,
             merge: Merge::new(&venue, 1)?,
             venue,
             verdict: None,
@@ -115,13 +122,16 @@ impl Exchange {
     /// Build the stages and fill them with a state [`Self::save_state`] wrote (a snapshot).
     /// Bytes that do not describe a state of this venue are an error, never a panic.
     pub fn from_state(venue: Venue, bytes: &[u8]) -> Result<Exchange, StateError> {
-        let mut exchange = Exchange::new(venue).map_err(|e| StateError(format!("venue: {e}")))?;
+        let mut exchange = Exchange::with_shard(venue, Shard::unpopulated)
+            .map_err(|e| StateError(format!("venue: {e}")))?;
         state::restore(
             &mut exchange.front,
             std::slice::from_mut(&mut exchange.shard),
             &mut exchange.merge,
             bytes,
         )?;
+        let windows = exchange.front.slots_written_next(LIVE_RESIDENT_AHEAD);
+        exchange.shard.make_live_resident(&windows);
         Ok(exchange)
     }
 
@@ -180,7 +190,9 @@ impl Exchange {
     /// Memory of the tables not yet resident (see `TokenTable::unresident`), for a thread of
     /// the daemon to populate while the day goes on.
     pub fn unresident(&self) -> Vec<crate::memory::Unresident> {
-        self.front.unresident()
+        let mut later = self.front.unresident();
+        later.extend(self.shard.unresident());
+        later
     }
 
     /// Warm the cache for an input that will be applied soon (a few inputs ahead: replay,

@@ -8,7 +8,10 @@
 //! its slot; the shard keeps, per account and slot, the pool handle the order rested in.
 //! Entries are never cleared: a handle is believed only if its pool slot is occupied by an
 //! order with the same account and token (a token is used once per account per day, so the
-//! check is exact even after the pool slot is reused).
+//! check is exact even after the pool slot is reused). An entry holds the handle plus one, so
+//! that zero, what fresh memory reads as, is "no order": the index is sized by the token
+//! limit (hundreds of megabytes on a busy venue) and only the entries of slots still to be
+//! written are made resident before the first input (see [`Shard::make_live_resident`]).
 
 use super::msg::{
     AccountRisk, Market, ReplaceFeed, RiskBoard, ShardCmd, ShardEvent, SweepScope, Verdict,
@@ -73,8 +76,8 @@ struct OldOrder {
     resting: Resting,
 }
 
-/// No order: an empty entry of the live index.
-const NO_HANDLE: u32 = u32::MAX;
+/// No order: an empty entry of the live index (an entry is a handle plus one).
+const NO_HANDLE: u32 = 0;
 
 pub struct Shard {
     index: usize,
@@ -83,8 +86,15 @@ pub struct Shard {
     books: Vec<Option<OrderBook<Resting>>>,
     /// This shard's symbols in config order.
     symbols: Vec<u16>,
-    /// Pool handle by (account, token slot): `live[account * tokens_per_account + slot]`.
+    /// Pool handle plus one by (account, token slot): `live[account * tokens_per_account +
+    /// slot]`; [`NO_HANDLE`] where no order ever rested.
     live: Box<[u32]>,
+    /// Held while this shard lives: the thread populating its live index's unresident part
+    /// holds only a weak reference (see [`Self::unresident`]).
+    alive: Arc<()>,
+    /// Per account: the live index is resident below this slot where the day writes (see
+    /// [`Self::make_live_resident`]); beyond it, [`Self::unresident`].
+    resident_to: Vec<u32>,
     tokens_per_account: usize,
     /// Per account: its controls (self-trade prevention, limits).
     accounts: Vec<AccountDef>,
@@ -101,6 +111,11 @@ pub struct Shard {
     pub(crate) ignored: Option<&'static str>,
 }
 
+/// Slots of each account whose live-index entries a fresh or restored shard makes resident
+/// before the first input (4 MiB an account): the tokens the day records next (see
+/// `tokens::ENTRIES_RESIDENT_AHEAD`, the same for the slot arrays).
+pub(crate) const LIVE_RESIDENT_AHEAD: u32 = 1 << 20;
+
 /// How a taker's matching ended.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Matched {
@@ -111,7 +126,25 @@ enum Matched {
 }
 
 impl Shard {
+    /// A shard of a fresh day: the live index's entries of each account's first tokens are
+    /// resident ([`Self::make_live_resident`]).
     pub fn new(venue: &Venue, index: usize, shards: usize) -> Result<Shard, VenueError> {
+        let mut shard = Shard::unpopulated(venue, index, shards)?;
+        let first = 0..(shard.tokens_per_account as u32).min(LIVE_RESIDENT_AHEAD);
+        let windows: Vec<_> = (0..venue.accounts.len() as u16)
+            .map(|account| (account, first.clone()))
+            .collect();
+        shard.make_live_resident(&windows);
+        Ok(shard)
+    }
+
+    /// A shard whose live index is allocated (zero: no order anywhere) and not yet resident:
+    /// a restore writes its orders, then makes resident where the day goes on writing.
+    pub(crate) fn unpopulated(
+        venue: &Venue,
+        index: usize,
+        shards: usize,
+    ) -> Result<Shard, VenueError> {
         let specs = venue.specs()?;
         let limits = venue.limits;
         let config = BookConfig {
@@ -125,14 +158,14 @@ impl Shard {
             .map(|s| (shard_of(s, shards) == index).then(|| OrderBook::new(config)))
             .collect();
         let tokens_per_account = limits.tokens_per_account as usize;
-        // Written once here: every page is touched before the first input, on huge pages
-        // where the system allows (a Cancel or Replace reads a random entry of it). Zeroed
-        // by the allocator first (a large one: untouched pages, advised before their first
-        // write), then filled on the cores (hundreds of megabytes of fresh pages).
+        // Zeroed by the allocator (a large one: untouched pages), on huge pages where the
+        // system allows (a Cancel or Replace reads a random entry of it), advised before
+        // any page is touched. A read of an untouched page finds zero (the kernel's zero
+        // page); the pages the day writes are made resident by `make_live_resident` and
+        // `unresident`.
         let entries = tokens_per_account * venue.accounts.len();
-        let mut live = vec![0u32; entries].into_boxed_slice();
+        let mut live = vec![NO_HANDLE; entries].into_boxed_slice();
         crate::memory::advise_huge_pages(live.as_mut_ptr().cast(), entries * size_of::<u32>());
-        crate::memory::fill_on_cores(&mut live, NO_HANDLE);
         let scratch = Vec::with_capacity(limits.orders_per_symbol as usize);
         Ok(Shard {
             index,
@@ -140,6 +173,8 @@ impl Shard {
             books,
             symbols,
             live,
+            alive: Arc::new(()),
+            resident_to: vec![0; venue.accounts.len()],
             tokens_per_account,
             accounts: venue.accounts.clone(),
             limited: venue.accounts.iter().map(AccountDef::has_limits).collect(),
@@ -203,6 +238,52 @@ impl Shard {
             .expect("symbol routed to its shard")
     }
 
+    /// Make resident the live index's entries of each `(account, slots)` window (whole
+    /// pages around them), on the cores when they are large: the slots the day writes next
+    /// (an account's next fresh slots, its voided ones). Contents are unchanged (zero, or a
+    /// restored order's handle).
+    pub(crate) fn make_live_resident(&mut self, windows: &[(u16, std::ops::Range<u32>)]) {
+        let ranges: Vec<(usize, usize)> = windows
+            .iter()
+            .filter(|(_, slots)| !slots.is_empty())
+            .map(|(account, slots)| {
+                let at = self.live_at(*account, slots.start);
+                (at, self.live_at(*account, slots.end - 1) + 1)
+            })
+            .collect();
+        for (account, slots) in windows {
+            let to = &mut self.resident_to[*account as usize];
+            *to = (*to).max(slots.end);
+        }
+        let bytes = ranges.iter().map(|(from, to)| (to - from) * 4).sum();
+        let live = &self.live[..];
+        crate::memory::on_cores(ranges, bytes, |(), (from, to)| {
+            crate::memory::populate_part(live, from..to);
+        });
+    }
+
+    /// The live index beyond each account's windows made resident by
+    /// [`Self::make_live_resident`], for a thread of the daemon to populate while the day
+    /// goes on (see `TokenTable::unresident`). Before them: entries the day only reads (a
+    /// read of an untouched page finds zero without making it resident).
+    pub(crate) fn unresident(&self) -> Vec<crate::memory::Unresident> {
+        self.resident_to
+            .iter()
+            .enumerate()
+            .filter(|&(_, &slot)| (slot as usize) < self.tokens_per_account)
+            .map(|(account, &slot)| {
+                let start = self.live_at(account as u16, slot);
+                let end = self.live_at(account as u16, 0) + self.tokens_per_account;
+                let owner = Arc::downgrade(&self.alive);
+                crate::memory::Unresident::new(
+                    self.live[start..end].as_ptr().cast(),
+                    (end - start) * 4,
+                    owner,
+                )
+            })
+            .collect()
+    }
+
     /// Where the live index keeps `account`'s token `slot`.
     #[inline]
     fn live_at(&self, account: u16, slot: u32) -> usize {
@@ -249,11 +330,11 @@ impl Shard {
         slot: u32,
         token: &Token,
     ) -> Option<OrderView<'b, Resting>> {
-        let handle = self.live[self.live_at(account.0, slot)];
-        if handle == NO_HANDLE {
+        let entry = self.live[self.live_at(account.0, slot)];
+        if entry == NO_HANDLE {
             return None;
         }
-        let order = book.get_live(OrderHandle(handle))?;
+        let order = book.get_live(OrderHandle(entry - 1))?;
         (order.payload.account == account.0 && same_token(&order.payload.token, token))
             .then_some(order)
     }
@@ -478,7 +559,7 @@ impl Shard {
     #[inline]
     fn now_resting(&mut self, account: u16, slot: u32, handle: OrderHandle, shares: u32) {
         let at = self.live_at(account, slot);
-        self.live[at] = handle.0;
+        self.live[at] = handle.0 + 1;
         if self.limited[account as usize] {
             self.risk.rested(account, shares);
         }

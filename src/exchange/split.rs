@@ -13,7 +13,7 @@ use super::front::{Front, FrontLink};
 use super::input::{Input, Outcome};
 use super::merge::{EventSource, Merge};
 use super::msg::{AccountRisk, Marker, Plan, ShardCmd, ShardEvent, Verdict};
-use super::shard::{Shard, ShardOut};
+use super::shard::{LIVE_RESIDENT_AHEAD, Shard, ShardOut};
 use super::sink::Sink;
 use super::state::{self, StateError};
 use super::venue::{Venue, VenueError};
@@ -145,9 +145,17 @@ pub struct Split {
 impl Split {
     /// Front, `shards` shards and merge, every input carried through at once.
     pub fn new(venue: &Venue, shards: usize) -> Result<Split, VenueError> {
+        Split::with_shards(venue, shards, Shard::new)
+    }
+
+    fn with_shards(
+        venue: &Venue,
+        shards: usize,
+        shard: fn(&Venue, usize, usize) -> Result<Shard, VenueError>,
+    ) -> Result<Split, VenueError> {
         let lanes = Lanes {
             shards: (0..shards)
-                .map(|k| Shard::new(venue, k, shards))
+                .map(|k| shard(venue, k, shards))
                 .collect::<Result<_, _>>()?,
             cmds: (0..shards).map(|_| VecDeque::new()).collect(),
             events: (0..shards).map(|_| VecDeque::new()).collect(),
@@ -166,14 +174,21 @@ impl Split {
     /// Front, `shards` shards and merge filled with a saved state (as
     /// [`super::Exchange::from_state`]; the bytes do not depend on the shard count).
     pub fn from_state(venue: &Venue, shards: usize, bytes: &[u8]) -> Result<Split, StateError> {
-        let mut p = Split::new(venue, shards).map_err(|e| StateError(format!("venue: {e}")))?;
+        let mut p = Split::with_shards(venue, shards, Shard::unpopulated)
+            .map_err(|e| StateError(format!("venue: {e}")))?;
         state::restore(&mut p.front, &mut p.lanes.shards, &mut p.merge, bytes)?;
+        let windows = p.front.slots_written_next(LIVE_RESIDENT_AHEAD);
+        for shard in &mut p.lanes.shards {
+            shard.make_live_resident(&windows);
+        }
         Ok(p)
     }
 
     /// Memory of the tables not yet resident (see `Exchange::unresident`).
     pub fn unresident(&self) -> Vec<crate::memory::Unresident> {
-        self.front.unresident()
+        let mut later = self.front.unresident();
+        later.extend(self.lanes.shards.iter().flat_map(Shard::unresident));
+        later
     }
 
     /// Write the state after every sequenced input (outputs still due go to `sink` first).

@@ -1506,3 +1506,57 @@ fn account_limits_reject_o_and_m_after_every_other_check() {
         "BOB has no limits"
     );
 }
+
+/// A restored exchange makes resident only the live-index entries of the slots the day
+/// writes next (each account's next fresh slots and its voided ones) and leaves the rest of
+/// the index, and of the slot arrays, for later; its orders are found through entries the
+/// restore wrote, and entries nothing wrote read as "no order" (zero, untouched memory).
+#[test]
+fn a_restored_exchange_finds_its_orders_and_leaves_the_rest_for_later() {
+    let ahead = super::shard::LIVE_RESIDENT_AHEAD as usize;
+    let limit = 2 * ahead;
+    let venue = Venue::demo(
+        &["AAPL", "MSFT"],
+        &[("ALICE", "FRMA"), ("BOB", "FRMB")],
+        Limits {
+            orders_per_symbol: 64,
+            levels_per_side: 16,
+            tokens_per_account: limit as u32,
+        },
+    );
+    let mut h = Harness {
+        ex: Exchange::new(venue.clone()).unwrap(),
+        seq: 0,
+        ts: 1_000_000_000,
+    };
+    h.run(Command::StartOfDay);
+    h.enter(A, order("a1", b'B', 100, px(10_00)));
+    h.enter(A, order("a2", b'B', 100, px(9_00)));
+    h.enter(B, order("b1", b'S', 100, px(11_00)));
+    h.cancel(A, "a2", 0);
+    let mut state = Vec::new();
+    h.ex.save_state(&mut state).unwrap();
+    h.ex = Exchange::from_state(venue, &state).unwrap();
+    let mut later: Vec<usize> = h.ex.unresident().iter().map(|r| r.bytes()).collect();
+    later.sort_unstable();
+    let (slots, live) = (super::tokens::ENTRY_BYTES, 4);
+    let mut expected = vec![
+        (limit - ahead) * slots, // A's and B's slot arrays beyond the first million
+        (limit - ahead) * slots,
+        (limit - (2 + ahead)) * live, // A's live entries beyond its next million slots
+        (limit - (1 + ahead)) * live, // B's
+    ];
+    expected.sort_unstable();
+    assert_eq!(later, expected);
+    assert_eq!(kinds(&h.cancel(A, "a1", 0)), ["0:CU100", "itch:D1"]);
+    assert!(
+        h.cancel(A, "a2", 0).is_empty(),
+        "a2 left before the snapshot"
+    );
+    assert_eq!(kinds(&h.cancel(B, "b1", 50)), ["1:CU50", "itch:X3x50"]);
+    assert_eq!(
+        kinds(&h.enter(A, order("a3", b'B', 100, px(10_00)))),
+        ["0:AL", "itch:A4x100"]
+    );
+    assert_eq!(kinds(&h.cancel(A, "a3", 0)), ["0:CU100", "itch:D4"]);
+}

@@ -14,10 +14,15 @@
 //! never depend on table order; the digest sorts). Tables are per account, so an account that
 //! chooses colliding tokens slows only its own lookups.
 //!
-//! The **index** is open addressing with linear probing over a power-of-two array of `u64`
-//! buckets, at most 3/4 full: a bucket holds the slot (plus one; 0 is empty) and the hash's
-//! high 32 bits, so a probe compares the tag before it reads the slot array (one cache line
-//! for a miss, the common case: every new order's token). A voided token leaves by backward
+//! The **index** is open addressing with linear probing over an array of `u32` buckets, 4/3
+//! of the limit (not rounded up to a power of two: a third less memory on average), so at
+//! most 3/4 full; a token's home bucket is its hash's low half scaled to the array (a
+//! multiply and a shift, no division): a bucket holds the slot (plus one; 0 is empty) in its low bits
+//! and as many of the hash's high bits as the rest leave (the **tag**: 8 bits for 8M tokens an
+//! account, 15 for a million), so a probe compares the tag before it reads the slot array (one
+//! cache line for a miss, the common case: every new order's token). Four bytes a bucket, not
+//! eight: the index is most of a table's memory (sized by the limit, not by the tokens used),
+//! and a restart populates all of it (see [`BucketCode`]). A voided token leaves by backward
 //! shift, so no tombstones accumulate. The slot array is plain `#[repr(C)]` data: a state
 //! snapshot writes it as it is in memory and a restore copies it back in one go
 //! ([`TokenTable::image`], [`TokenTable::restore_image`]), rebuilding the index in one pass
@@ -93,6 +98,9 @@ pub(crate) struct Entry {
     symbol: u16,
 }
 
+/// Bytes of one bucket of the index.
+const BUCKET_BYTES: usize = std::mem::size_of::<u32>();
+
 /// Bytes of one [`Entry`] in memory and in a snapshot.
 pub(crate) const ENTRY_BYTES: usize = 18;
 const _: () = assert!(std::mem::size_of::<Entry>() == ENTRY_BYTES);
@@ -132,26 +140,83 @@ impl Entry {
     }
 }
 
-/// Bucket value: the hash's high half above, the slot plus one below (0: empty).
-#[inline]
-fn bucket_of(hash: u64, slot: u32) -> u64 {
-    (hash & TAG_MASK) | (u64::from(slot) + 1)
+/// How a table's `u32` buckets hold a slot and a tag: the slot plus one in the low bits
+/// (enough for the table's limit; 0 is an empty bucket), the hash's high bits above them. The
+/// fewer bits the limit leaves for the tag, the more often a probe reads a slot whose token
+/// is not the one looked up (1 in 256 occupied buckets with 8 bits); with none (a limit of
+/// 2^31 or more) every probe compares tokens: slower, never wrong (the token decides).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct BucketCode {
+    /// The low bits that hold the slot plus one.
+    slot_mask: u32,
 }
 
-const TAG_MASK: u64 = 0xffff_ffff_0000_0000;
+impl BucketCode {
+    /// For slots `0..limit`: the bits of `limit` (the largest slot plus one).
+    fn for_limit(limit: u32) -> BucketCode {
+        let bits = u32::BITS - limit.leading_zeros();
+        BucketCode {
+            slot_mask: u32::MAX.checked_shr(u32::BITS - bits).unwrap_or(0),
+        }
+    }
 
-#[inline]
-fn slot_in(bucket: u64) -> u32 {
-    (bucket as u32).wrapping_sub(1)
+    /// The tag of `hash`: its high bits where a bucket keeps them (the home bucket is chosen
+    /// by its low bits, so the two are independent).
+    #[inline(always)]
+    fn tag(self, hash: u64) -> u32 {
+        (hash >> 32) as u32 & !self.slot_mask
+    }
+
+    #[inline(always)]
+    fn bucket(self, hash: u64, slot: u32) -> u32 {
+        debug_assert!(slot < self.slot_mask, "the slot plus one fits its bits");
+        self.tag(hash) | (slot + 1)
+    }
+
+    /// Does occupied `bucket` carry `tag` ([`Self::tag`])?
+    #[inline(always)]
+    fn tagged(self, bucket: u32, tag: u32) -> bool {
+        bucket & !self.slot_mask == tag
+    }
+
+    #[inline(always)]
+    fn slot(self, bucket: u32) -> u32 {
+        (bucket & self.slot_mask).wrapping_sub(1)
+    }
 }
 
-/// Buckets for `limit` tokens: a power of two at least 4/3 of it (the index is at most 3/4
-/// full, where linear probing's expected miss is ~8.5 buckets, two cache lines).
+/// Buckets for `limit` tokens: 4/3 of it (the index is at most 3/4 full, where linear
+/// probing's expected miss is ~8.5 buckets, two cache lines), whole cache lines of them.
 fn bucket_count(limit: usize) -> usize {
-    (limit + limit.div_ceil(3)).next_power_of_two().max(8)
+    (limit + limit.div_ceil(3)).next_multiple_of(16).max(16)
 }
 
-/// A large index is rebuilt one range of this many buckets at a time (512 KiB: within the
+/// The home bucket of `hash` among `buckets`: its low 32 bits scaled to the count (the
+/// high 64 bits of a 64 x 64-bit product: one multiply), independent of the tag, which is
+/// taken from the high half. Above 2^32 buckets the tag's bits take part too (the home is
+/// still in range; the tag only filters less).
+#[inline(always)]
+fn home_of(hash: u64, buckets: usize) -> usize {
+    ((u128::from(hash.rotate_right(32)) * buckets as u128) >> 64) as usize
+}
+
+/// The bucket after `at` on a probe path of `buckets` (wrapping to the first).
+#[inline(always)]
+fn next_bucket(at: usize, buckets: usize) -> usize {
+    if at + 1 == buckets { 0 } else { at + 1 }
+}
+
+/// Buckets from `from` forward to `to` on a probe path of `buckets` (wrapping).
+#[inline(always)]
+fn probe_distance(from: usize, to: usize, buckets: usize) -> usize {
+    if to >= from {
+        to - from
+    } else {
+        to + buckets - from
+    }
+}
+
+/// A large index is rebuilt one range of this many buckets at a time (256 KiB: within the
 /// L2 cache and the TLB's reach), its tokens sorted into ranges by home bucket first: random
 /// writes over a table of hundreds of megabytes cost a TLB and a cache miss each.
 const REBUILD_RANGE_BUCKETS: usize = 1 << 16;
@@ -164,9 +229,9 @@ const ENTRIES_RESIDENT_AHEAD: usize = 1 << 20;
 
 pub(crate) struct TokenTable {
     /// Slot numbers tagged with their token's hash (see the module docs).
-    buckets: Vec<u64>,
-    /// `buckets.len() - 1`.
-    mask: usize,
+    buckets: Vec<u32>,
+    /// How a bucket holds its slot and tag.
+    code: BucketCode,
     /// Slot -> (token, state).
     entries: Vec<Entry>,
     /// Slots of voided tokens, reused before new ones (at most the pending count).
@@ -205,7 +270,7 @@ impl TokenTable {
             // here, before `prefault` runs on other threads: an mmap waits for every
             // populate in flight).
             buckets: vec![0; buckets],
-            mask: buckets - 1,
+            code: BucketCode::for_limit(limit as u32),
             entries: Vec::with_capacity(limit),
             free: Vec::with_capacity(limit),
             limit,
@@ -228,10 +293,10 @@ impl TokenTable {
             self.entries.is_empty() && self.free.is_empty(),
             "a fresh table"
         );
-        let buckets = self.mask + 1;
-        if buckets * 8 > FILL_BYTES_MAX {
+        let bucket_bytes = self.buckets.len() * BUCKET_BYTES;
+        if bucket_bytes > FILL_BYTES_MAX {
             // Zeroed by the allocator (untouched pages), then populated: still zero.
-            populate(self.buckets.as_mut_ptr().cast(), buckets * 8);
+            populate(self.buckets.as_mut_ptr().cast(), bucket_bytes);
         }
         if self.limit * ENTRY_BYTES <= FILL_BYTES_MAX {
             let (token, code, symbol) = ([0; 14], CODE_VOID, 0);
@@ -266,7 +331,9 @@ impl TokenTable {
 
     /// Bytes [`Self::prefault`] makes resident (known before it runs).
     fn resident_bytes(&self) -> usize {
-        (self.mask + 1) * 8 + self.entries_to_prefault() * ENTRY_BYTES + self.voided_max * 4
+        self.buckets.len() * BUCKET_BYTES
+            + self.entries_to_prefault() * ENTRY_BYTES
+            + self.voided_max * 4
     }
 
     /// The part of the slot array not yet resident (beyond the prefaulted slots and those a
@@ -281,6 +348,12 @@ impl TokenTable {
         (from < to).then(|| Unresident::new(start, to - from, std::sync::Arc::downgrade(owner)))
     }
 
+    /// The slots the next inserts take: the voided ones (in any order) and the fresh ones
+    /// from the first never used.
+    pub(crate) fn slots_next(&self) -> (&[u32], u32) {
+        (&self.free, self.entries.len() as u32)
+    }
+
     #[inline]
     pub fn get(&self, token: &Token) -> Option<(u32, TokenState)> {
         self.lookup(token).ok()
@@ -292,7 +365,7 @@ impl TokenTable {
         let hash = token_hash(token);
         match self.position(hash, token) {
             Ok(at) => {
-                let slot = slot_in(self.buckets[at]);
+                let slot = self.code.slot(self.buckets[at]);
                 Ok((slot, self.entries[slot as usize].state()))
             }
             Err(at) => Err(Vacant {
@@ -308,7 +381,7 @@ impl TokenTable {
     /// bucket's miss is most of a lookup's time. No effect on the table's state.
     #[inline]
     pub fn prefetch(&self, token: &Token) {
-        let at = token_hash(token) as usize & self.mask;
+        let at = home_of(token_hash(token), self.buckets.len());
         prefetch_line(self.buckets.as_ptr().wrapping_add(at));
     }
 
@@ -318,11 +391,11 @@ impl TokenTable {
     #[inline]
     pub fn prefetch_slot(&self, token: &Token) -> Option<u32> {
         let hash = token_hash(token);
-        let bucket = self.buckets[hash as usize & self.mask];
-        if bucket == 0 || bucket & TAG_MASK != hash & TAG_MASK {
+        let bucket = self.buckets[home_of(hash, self.buckets.len())];
+        if bucket == 0 || !self.code.tagged(bucket, self.code.tag(hash)) {
             return None;
         }
-        let slot = slot_in(bucket);
+        let slot = self.code.slot(bucket);
         prefetch_line(self.entries.as_ptr().wrapping_add(slot as usize));
         Some(slot)
     }
@@ -330,30 +403,26 @@ impl TokenTable {
     /// The bucket holding `token` (`Ok`), or the first empty one on its probe path (`Err`).
     #[inline]
     fn position(&self, hash: u64, token: &Token) -> Result<usize, usize> {
-        let tag = hash & TAG_MASK;
-        // The mask taken from the slice itself, once it is known not empty: every `& mask`
-        // is then provably in bounds, and the probe loop carries no bounds check.
+        let (code, tag) = (self.code, self.code.tag(hash));
         let buckets = &self.buckets[..];
-        assert!(!buckets.is_empty());
-        let mask = buckets.len() - 1;
-        debug_assert_eq!(mask, self.mask);
-        let mut at = hash as usize & mask;
+        let count = buckets.len();
+        let mut at = home_of(hash, count);
         // Bounded: the index always has an empty bucket (at most 3/4 full).
-        for _ in 0..=mask {
+        for _ in 0..count {
             let bucket = buckets[at];
             if bucket == 0 {
                 return Err(at);
             }
             // `get`: a restored index never sends a lookup out of bounds (see `restore_image`).
-            if bucket & TAG_MASK == tag
+            if code.tagged(bucket, tag)
                 && self
                     .entries
-                    .get(slot_in(bucket) as usize)
+                    .get(code.slot(bucket) as usize)
                     .is_some_and(|e| e.token == token.0)
             {
                 return Ok(at);
             }
-            at = (at + 1) & mask;
+            at = next_bucket(at, count);
         }
         unreachable!("the token index is never full");
     }
@@ -411,7 +480,7 @@ impl TokenTable {
                 self.entries.len() as u32 - 1
             }
         };
-        self.buckets[at] = bucket_of(vacant.hash, slot);
+        self.buckets[at] = self.code.bucket(vacant.hash, slot);
         self.changes += 1;
         slot
     }
@@ -469,17 +538,18 @@ impl TokenTable {
         self.changes += 1;
         self.buckets[hole] = 0;
         let mut at = hole;
+        let count = self.buckets.len();
         // Bounded: the index always has an empty bucket, which ends the run.
-        for _ in 0..self.mask {
-            at = (at + 1) & self.mask;
+        for _ in 1..count {
+            at = next_bucket(at, count);
             let bucket = self.buckets[at];
             if bucket == 0 {
                 return;
             }
-            let token = self.entries[slot_in(bucket) as usize].token();
-            let home = token_hash(&token) as usize & self.mask;
+            let token = self.entries[self.code.slot(bucket) as usize].token();
+            let home = home_of(token_hash(&token), count);
             // It may move into the hole if the hole lies on its path from its home.
-            if (at.wrapping_sub(home) & self.mask) >= (at.wrapping_sub(hole) & self.mask) {
+            if probe_distance(home, at, count) >= probe_distance(hole, at, count) {
                 self.buckets[hole] = bucket;
                 self.buckets[at] = 0;
                 hole = at;
@@ -591,9 +661,10 @@ impl TokenTable {
         symbols: usize,
         scratch: &mut Vec<(u64, u32)>,
     ) -> Result<(), String> {
-        let ranges = (self.buckets.len() / REBUILD_RANGE_BUCKETS).max(1);
-        let shift = (self.buckets.len() / ranges).trailing_zeros();
-        let range_of = |hash: u64| (hash as usize & self.mask) >> shift;
+        let count = self.buckets.len();
+        let ranges = count.div_ceil(REBUILD_RANGE_BUCKETS);
+        let shift = REBUILD_RANGE_BUCKETS.trailing_zeros();
+        let range_of = |hash: u64| home_of(hash, count) >> shift;
         let mut starts = vec![0usize; ranges + 1];
         let mut voided = 0usize;
         for (slot, entry) in self.entries.iter().enumerate() {
@@ -625,12 +696,11 @@ impl TokenTable {
                 *at += 1;
             }
         }
-        let range_buckets = self.buckets.len() / ranges;
         for range in 0..ranges {
             // Read the range once in order first (the hardware prefetches a sequential
             // read): the writes below then hit the cache instead of missing at random.
-            let first = range * range_buckets;
-            let warm = &self.buckets[first..first + range_buckets];
+            let first = range * REBUILD_RANGE_BUCKETS;
+            let warm = &self.buckets[first..count.min(first + REBUILD_RANGE_BUCKETS)];
             std::hint::black_box(warm.iter().fold(0, |acc, &b| acc | b));
             for &(hash, slot) in &scratch[starts[range]..starts[range + 1]] {
                 self.place(hash, slot)?;
@@ -643,29 +713,31 @@ impl TokenTable {
     /// slot array is read only when a tag matches (a token twice, or a rare collision), so a
     /// rebuild by ranges touches nothing else at random.
     fn place(&mut self, hash: u64, slot: u32) -> Result<(), String> {
-        let tag = hash & TAG_MASK;
-        let mut at = hash as usize & self.mask;
+        let tag = self.code.tag(hash);
+        let count = self.buckets.len();
+        let mut at = home_of(hash, count);
         // Bounded: the index always has an empty bucket (at most 3/4 full).
-        for _ in 0..=self.mask {
+        for _ in 0..count {
             let bucket = self.buckets[at];
             if bucket == 0 {
-                self.buckets[at] = bucket_of(hash, slot);
+                self.buckets[at] = self.code.bucket(hash, slot);
                 self.changes += 1;
                 return Ok(());
             }
-            if bucket & TAG_MASK == tag
-                && self.entries[slot_in(bucket) as usize].token == self.entries[slot as usize].token
+            if self.code.tagged(bucket, tag)
+                && self.entries[self.code.slot(bucket) as usize].token
+                    == self.entries[slot as usize].token
             {
                 return Err(format!("slot {slot}: a token recorded twice"));
             }
-            at = (at + 1) & self.mask;
+            at = next_bucket(at, count);
         }
         Err("the token index is full".into())
     }
 
     pub fn allocated_bytes(&self) -> usize {
-        // Index: one u64 per bucket; slot array: one entry per token; free list: one u32.
-        self.buckets.capacity() * std::mem::size_of::<u64>()
+        // Index: one u32 per bucket; slot array: one entry per token; free list: one u32.
+        self.buckets.capacity() * BUCKET_BYTES
             + self.entries.capacity() * ENTRY_BYTES
             + self.free.capacity() * std::mem::size_of::<u32>()
     }
@@ -763,13 +835,68 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore = "Miri has no madvise")]
     fn a_large_table_is_marked_for_huge_pages() {
-        let t = TokenTable::new(1 << 20); // 16 MiB of buckets, 18 MiB of slots
+        let t = TokenTable::new(1 << 20); // 8 MiB of buckets, 18 MiB of slots
         for start in [t.buckets.as_ptr().cast::<u8>(), t.entries.as_ptr().cast()] {
             let Some(advised) = crate::memory::advised_at(start) else {
                 return; // no transparent huge pages in this kernel
             };
             assert!(advised, "a large token table's mapping has no `hg` flag");
         }
+    }
+
+    #[test]
+    fn a_bucket_keeps_the_slot_below_and_as_much_tag_as_the_limit_leaves() {
+        let hash = 0xabcd_ef12_3456_7890_u64;
+        for (limit, tag_bits) in [(1u32, 31), (64, 25), (1 << 23, 8), (u32::MAX - 1, 0)] {
+            let code = BucketCode::for_limit(limit);
+            assert_eq!(code.slot_mask.count_zeros(), tag_bits, "limit {limit}");
+            let last = limit - 1;
+            let bucket = code.bucket(hash, last);
+            assert_ne!(bucket, 0, "an occupied bucket is never empty");
+            assert_eq!(code.slot(bucket), last);
+            assert!(code.tagged(bucket, code.tag(hash)));
+            let other = code.tag(hash ^ (1 << 63));
+            assert_eq!(code.tagged(bucket, other), tag_bits == 0, "limit {limit}");
+            assert_eq!(code.slot(code.bucket(hash, 0)), 0);
+        }
+    }
+
+    /// With no tag bits left (a limit of 2^31 or more), every probe compares tokens: the
+    /// table behaves exactly as with tags (only slower). Crowded tokens: long probe runs.
+    #[test]
+    fn a_table_without_tag_bits_finds_voids_and_restores_the_same() {
+        let untagged = |limit| {
+            let mut t = TokenTable::new(limit);
+            t.code = BucketCode {
+                slot_mask: u32::MAX,
+            };
+            t
+        };
+        let (mut tagged, mut bare) = (TokenTable::new(64), untagged(64));
+        let tokens = crowded(40);
+        for (i, &k) in tokens.iter().enumerate() {
+            let state = if i % 3 == 0 {
+                TokenState::Pending(0)
+            } else {
+                TokenState::Routed(1)
+            };
+            assert_eq!(tagged.insert(k, state), bare.insert(k, state));
+        }
+        for slot in (0..40).step_by(3) {
+            tagged.void(slot);
+            bare.void(slot);
+        }
+        for (i, k) in tokens.iter().enumerate() {
+            assert_eq!(bare.get(k), tagged.get(k), "token {i}");
+            assert_eq!(bare.get(k).is_some(), i % 3 != 0, "token {i}");
+        }
+        assert_eq!(bare.get(&tok("absent")), None);
+        let (entries, free) = bare.image();
+        let free_bytes: Vec<[u8; 4]> = free.iter().map(|s| s.to_le_bytes()).collect();
+        let mut back = untagged(64);
+        back.restore_image(entries, &free_bytes, 2, &mut Vec::new())
+            .expect("restores");
+        assert_eq!(back.sorted_entries(), tagged.sorted_entries());
     }
 
     #[test]
@@ -805,15 +932,15 @@ mod tests {
         for (n, &slot) in slots.iter().enumerate() {
             let token = tok(&format!("p{n}"));
             t.prefetch(&token);
-            let home = token_hash(&token) as usize & t.mask;
-            let in_home = slot_in(t.buckets[home]) == slot;
+            let home = home_of(token_hash(&token), t.buckets.len());
+            let in_home = t.code.slot(t.buckets[home]) == slot;
             homes += usize::from(in_home);
             let guess = t.prefetch_slot(&token);
             assert!(!in_home || guess == Some(slot), "token {n}: {guess:?}");
         }
         assert!(
             homes >= 10,
-            "most of 20 tokens sit in their home bucket of 128"
+            "most of 20 tokens sit in their home bucket of 96"
         );
         t.prefetch(&tok("absent"));
         let _ = t.prefetch_slot(&tok("absent"));
@@ -826,7 +953,7 @@ mod tests {
     #[test]
     fn an_insert_after_the_index_changed_probes_again() {
         let mut t = TokenTable::new(16);
-        let home = |t: &TokenTable, s: &str| token_hash(&tok(s)) as usize & t.mask;
+        let home = |t: &TokenTable, s: &str| home_of(token_hash(&tok(s)), t.buckets.len());
         let Err(vacant) = t.lookup(&tok("late")) else {
             panic!("not recorded yet");
         };
@@ -884,12 +1011,86 @@ mod tests {
 
     /// Tokens that all hash into a few home buckets of a small table (long probe runs).
     fn crowded(n: u32) -> Vec<Token> {
-        let mask = bucket_count(64) - 1;
-        (0..100_000u32)
+        crowded_in(n, 0..3)
+    }
+
+    /// `n` tokens whose home buckets in a table of limit 64 lie in `homes`.
+    fn crowded_in(n: u32, homes: std::ops::Range<usize>) -> Vec<Token> {
+        let count = bucket_count(64);
+        (0..200_000u32)
             .map(|i| tok(&format!("T{i}")))
-            .filter(|t| (token_hash(t) as usize & mask) < 3)
+            .filter(|t| homes.contains(&home_of(token_hash(t), count)))
             .take(n as usize)
             .collect()
+    }
+
+    #[test]
+    fn every_hash_has_its_home_inside_the_index() {
+        for count in [16, 96, 133_344, (1 << 32) + 16] {
+            for hash in [
+                0,
+                1,
+                u64::MAX,
+                0xffff_ffff,
+                0xffff_ffff_0000_0000,
+                0x9e37_79b9_7f4a_7c15,
+            ] {
+                assert!(home_of(hash, count) < count, "{hash:#x} of {count}");
+            }
+        }
+        assert_eq!(
+            home_of(u64::MAX, 96),
+            95,
+            "the low half's top scales to the last bucket"
+        );
+        assert_eq!(
+            home_of(0xffff_ffff_0000_0000, 96),
+            0,
+            "the tag's half plays no part"
+        );
+        assert_eq!(
+            (probe_distance(90, 3, 96), probe_distance(3, 90, 96)),
+            (9, 87)
+        );
+        assert_eq!((next_bucket(95, 96), next_bucket(3, 96)), (0, 4));
+    }
+
+    /// Probe runs that start in the last buckets wrap to the first: voids, lookups, reuse
+    /// and a restore's rebuild follow them across the end.
+    #[test]
+    fn probe_runs_across_the_end_of_the_index_keep_every_token_reachable() {
+        let count = bucket_count(64);
+        let tokens = crowded_in(30, count - 2..count);
+        assert_eq!(tokens.len(), 30);
+        let mut t = TokenTable::new(64);
+        let slots: Vec<u32> = tokens
+            .iter()
+            .map(|&k| t.insert(k, TokenState::Pending(1)))
+            .collect();
+        assert!(t.buckets[..20].iter().all(|&b| b != 0), "the run wrapped");
+        for (i, &slot) in slots.iter().enumerate() {
+            if i % 4 == 1 {
+                t.void(slot);
+            } else {
+                t.set(slot, TokenState::Routed(1));
+            }
+        }
+        for (i, k) in tokens.iter().enumerate() {
+            let expected = (i % 4 != 1).then_some((slots[i], TokenState::Routed(1)));
+            assert_eq!(t.get(k), expected, "token {i}");
+        }
+        let (entries, free) = t.image();
+        let free_bytes: Vec<[u8; 4]> = free.iter().map(|s| s.to_le_bytes()).collect();
+        let mut back = TokenTable::new(64);
+        back.restore_image(entries, &free_bytes, 2, &mut Vec::new())
+            .expect("restores");
+        for k in &tokens {
+            assert_eq!(back.get(k), t.get(k));
+        }
+        for k in crowded_in(40, count - 2..count).iter().skip(30) {
+            back.insert(*k, TokenState::Unrouted);
+            assert_eq!(back.get(k).map(|e| e.1), Some(TokenState::Unrouted));
+        }
     }
 
     #[test]
@@ -965,7 +1166,7 @@ mod tests {
         assert_eq!(t.free.len(), 10);
         assert_eq!(
             t.resident_bytes(),
-            bucket_count(64) * 8 + 64 * ENTRY_BYTES + 2 * 4
+            bucket_count(64) * BUCKET_BYTES + 64 * ENTRY_BYTES + 2 * 4
         );
     }
 

@@ -22,6 +22,17 @@ IDLE_S=${IDLE_S:-25}
 WAIT_S=${WAIT_S:-120}
 TICKS=$(getconf CLK_TCK)
 
+# phases LOG STARTED -> when the state was restored and the journal recovered (seconds
+# after the start), from the log lines' timestamps.
+phases() {
+  local at state recovered
+  at() { grep -m1 "$1" "$2" | cut -d' ' -f1 | xargs -r date +%s.%N -d; }
+  state=$(at "restarting from a state snapshot" "$1")
+  recovered=$(at "journal recovered" "$1")
+  printf 'state %.2f s, journal %.2f s' "$(echo "${state:-0} - $2" | bc)" \
+    "$(echo "${recovered:-0} - $2" | bc)"
+}
+
 start_once() { # start_once BIN LABEL -> one line: seconds to listening, CPU, load
   local log pid started ended cpu
   log=$(mktemp)
@@ -46,8 +57,9 @@ start_once() { # start_once BIN LABEL -> one line: seconds to listening, CPU, lo
   wait "$pid" 2>/dev/null || true
   local from="full replay"
   grep -q "restarting from a state snapshot" "$log" && from="snapshot"
-  printf '%s: %.2f s to listening (%s); CPU %s; load %s\n' "$2" \
-    "$(echo "$ended - $started" | bc)" "$from" "$cpu" "$(cut -d' ' -f1 /proc/loadavg)"
+  printf '%s: %.2f s to listening (%s; %s); CPU %s; load %s\n' "$2" \
+    "$(echo "$ended - $started" | bc)" "$from" "$(phases "$log" "$started")" "$cpu" \
+    "$(cut -d' ' -f1 /proc/loadavg)"
   rm -f "$log"
 }
 
