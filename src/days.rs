@@ -34,7 +34,7 @@
 
 use crate::exchange::{Admin, Command};
 use crate::journal::{JournalReader, NANOS_PER_DAY, segment};
-use crate::sequencer::record::{self, KIND_ADMIN};
+use crate::sequencer::record::{self, KIND_ADMIN, KIND_START_OF_DAY};
 use std::path::{Path, PathBuf};
 
 /// Entries of a journal root looked at, at most (days plus whatever else lives there).
@@ -144,18 +144,39 @@ pub fn list(root: &Path) -> Result<Vec<Day>, String> {
 /// Empty, open or ended: reads the day's records for a journaled `end-of-day` (the first one
 /// always applies: only an ended day refuses admin commands). A record that cannot be read
 /// (a torn tail) ends the search: the writer deals with it when the day is opened.
+///
+/// With a state snapshot of the day, only the records after it are read: the snapshot's state
+/// says whether the day had ended by its record (its file's front only, see
+/// `snapshot::peek_newest`). A restart after midnight of a day not ended used to read the
+/// whole day first (100M records: ~10 s).
 pub fn state(dir: &Path) -> Result<DayState, String> {
+    Ok(scan_state(dir)?.0)
+}
+
+/// [`state`], and the records it read.
+fn scan_state(dir: &Path) -> Result<(DayState, u64), String> {
     if segment::list_segments(dir)
         .map_err(|e| e.to_string())?
         .is_empty()
     {
-        return Ok(DayState::Empty);
+        return Ok((DayState::Empty, 0));
     }
     let mut reader = match JournalReader::open(dir, 1) {
         Ok(reader) => reader,
-        Err(crate::journal::JournalError::EmptyJournal { .. }) => return Ok(DayState::Empty),
+        Err(crate::journal::JournalError::EmptyJournal { .. }) => {
+            return Ok((DayState::Empty, 0));
+        }
         Err(e) => return Err(e.to_string()),
     };
+    let mut read = 0u64;
+    if let Some((ended, from)) = state_at_snapshot(dir, &mut read) {
+        if ended {
+            return Ok((DayState::Ended, read));
+        }
+        if let Some(after) = open_after(dir, from) {
+            reader = after;
+        }
+    }
     let mut records = 0u64;
     while records < SCAN_RECORDS_MAX {
         let Ok(Some(r)) = reader.next() else {
@@ -168,14 +189,48 @@ pub fn state(dir: &Path) -> Result<DayState, String> {
                 Ok(Command::Admin(Admin::EndOfDay))
             )
         {
-            return Ok(DayState::Ended);
+            return Ok((DayState::Ended, read + records));
         }
     }
-    Ok(if records == 0 {
-        DayState::Empty
-    } else {
-        DayState::Open
-    })
+    let started = read + records > 0;
+    Ok((
+        if started {
+            DayState::Open
+        } else {
+            DayState::Empty
+        },
+        read + records,
+    ))
+}
+
+/// The newest snapshot of the day: whether the day had ended by its record, and that
+/// record's sequence number. Reads the day's first record (the header a snapshot must match;
+/// counted in `read`). `None` without one.
+fn state_at_snapshot(dir: &Path, read: &mut u64) -> Option<(bool, u64)> {
+    let mut reader = JournalReader::open(dir, 1).ok()?;
+    let first = reader.next().ok()??;
+    *read += 1;
+    if first.kind != KIND_START_OF_DAY {
+        return None;
+    }
+    let digest = crate::snapshot::header_digest(first.payload);
+    let (snapshot, ended) = crate::snapshot::peek_newest(
+        dir,
+        &digest,
+        crate::exchange::state::FRONT_BYTES,
+        crate::exchange::state::ended_in,
+    )?;
+    Some((ended, snapshot.last_seq))
+}
+
+/// A reader of `dir` after record `seq`, if the journal holds `seq` (a snapshot of a record
+/// the journal no longer holds proves nothing: the caller reads the day from the start).
+/// The records before `seq` are only stepped over, their checksums not read.
+fn open_after(dir: &Path, seq: u64) -> Option<JournalReader> {
+    let mut reader = JournalReader::open(dir, seq).ok()?;
+    reader.trust(1..=seq);
+    let held = reader.next().ok()?.is_some_and(|r| r.seq == seq);
+    held.then_some(reader)
 }
 
 /// The journal directory `bourse run` opens under `root` when the sequencer's clock says

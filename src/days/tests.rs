@@ -160,3 +160,72 @@ fn readers_take_a_day_or_the_latest_day_of_a_root() {
     assert_eq!(for_reading(&day).unwrap(), (day.clone(), None));
     assert_eq!(for_epoch(&root, DEC_1).unwrap(), day);
 }
+
+/// A recorded day (replay-logs/) copied into `into`, with state snapshots written by a
+/// replay every `every_inputs` inputs.
+fn recorded_day(name: &str, into: &Path, every_inputs: u64) -> PathBuf {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("replay-logs")
+        .join(name)
+        .join("journal");
+    let day = into.join(name);
+    std::fs::create_dir_all(&day).unwrap();
+    for entry in std::fs::read_dir(&from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), day.join(entry.file_name())).unwrap();
+    }
+    let options = crate::replay::ReplayOptions {
+        write_snapshots: Some(crate::snapshot::Schedule::new(every_inputs, 0)),
+        ..crate::replay::ReplayOptions::default()
+    };
+    crate::replay::replay_with(&day, options, |_| {}).unwrap();
+    day
+}
+
+/// With a state snapshot, a day's end is looked for only after it (its state says whether
+/// the day had ended by then): the same answer as reading the whole day, from a few records.
+#[test]
+fn a_day_with_a_snapshot_is_read_from_the_snapshot_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    // busy-day: ~20,000 inputs in two segments, end of day its last record.
+    let ended = recorded_day("busy-day", tmp.path(), 1_000);
+    let newest = crate::snapshot::list(&ended)[0].0;
+    let (state, read) = scan_state(&ended).unwrap();
+    assert_eq!(state, DayState::Ended);
+    assert!(newest > 19_000, "the newest snapshot is at {newest}");
+    assert!(
+        read <= 1 + 1_001,
+        "{read} records read, the newest snapshot at {newest}"
+    );
+    std::fs::remove_dir_all(crate::snapshot::dir_of(&ended)).unwrap();
+    let (state, read_all) = scan_state(&ended).unwrap();
+    assert_eq!(state, DayState::Ended);
+    assert!(
+        read_all > newest,
+        "without snapshots the whole day is read: {read_all}"
+    );
+    // edge-cases: an order after the end of day; a snapshot after every input, so the
+    // newest one follows the end of day and answers alone.
+    let closed = recorded_day("edge-cases", tmp.path(), 1);
+    assert_eq!(scan_state(&closed).unwrap(), (DayState::Ended, 1));
+    // torn-tail: its end of day was cut in half, so the day is open.
+    let torn = recorded_day("torn-tail", tmp.path(), 100);
+    let (state, read_after_newest) = scan_state(&torn).unwrap();
+    assert_eq!(state, DayState::Open);
+    assert!(
+        read_after_newest <= 1 + 100,
+        "{read_after_newest} records read"
+    );
+    // A damaged snapshot is passed over for an older one.
+    let path = crate::snapshot::list(&torn)[0].1.clone();
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[100] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+    let (state, read) = scan_state(&torn).unwrap();
+    assert_eq!(state, DayState::Open);
+    assert_eq!(
+        read,
+        read_after_newest + 100,
+        "read from the snapshot before"
+    );
+}

@@ -293,6 +293,19 @@ fn merge_shards(merge: &Merge) -> usize {
     merge.shards()
 }
 
+/// Bytes of a state's front that [`ended_in`] reads: the version, the last sequence number,
+/// the phase.
+pub(crate) const FRONT_BYTES: usize = MAGIC.len() + 8 + 1;
+
+/// Had the day ended (end of day applied: the market closed for good) in the state whose
+/// first [`FRONT_BYTES`] are `front`? `None`: not the front of a state of this version. (A
+/// snapshot's state is gigabytes on a busy day; this question needs its first bytes only.)
+pub(crate) fn ended_in(front: &[u8]) -> Option<bool> {
+    let rest = front.strip_prefix(MAGIC.as_slice())?;
+    let phase = phase_of(*rest.get(8)?).ok()?;
+    Some(phase == Phase::Closed)
+}
+
 fn phase_code(phase: Phase) -> u8 {
     match phase {
         Phase::PreOpen => 0,

@@ -48,6 +48,12 @@ const TRAILER_FIXED_BYTES: usize = 12;
 const STREAMS_MAX: u32 = 1 << 16;
 /// Snapshots listed at most in a directory (older ones are pruned as new ones are written).
 const FILES_MAX: usize = 4096;
+/// Bytes of a snapshot file's front that [`peek_newest`] reads at most: the header, the
+/// streams' positions (a stream's digest state is ~100 bytes: tens of thousands of accounts
+/// fit) and the first bytes of the state.
+const FRONT_BYTES_MAX: usize = 16 * CHUNK_BYTES;
+/// What a read past the bytes at hand reports ([`Reader::take`]).
+const CUT_SHORT: &str = "cut short";
 /// How many snapshots a writer keeps (the newest; older ones are removed after a write).
 pub const KEEP: usize = 3;
 
@@ -174,7 +180,9 @@ impl<S: AsRef<[u8]>> Snapshot<S> {
         self.write_to(&mut out).expect("writing into memory");
         out
     }
+}
 
+impl<S> Snapshot<S> {
     /// The same snapshot without its state (once restored).
     pub fn without_state(&self) -> Snapshot<()> {
         self.with_state(())
@@ -199,6 +207,16 @@ impl Snapshot {
     pub fn decode(bytes: &[u8]) -> Result<Snapshot<&[u8]>, String> {
         let body = checked_body(bytes)?;
         let mut r = Reader { bytes: body, at: 0 };
+        let (head, state_len) = Snapshot::decode_head(&mut r)?;
+        let state = r.take(state_len)?;
+        if r.at != body.len() {
+            return Err("trailing bytes".into());
+        }
+        Ok(head.with_state(state))
+    }
+
+    /// Everything before the state, and the state's length.
+    fn decode_head(r: &mut Reader<'_>) -> Result<(Snapshot<()>, usize), String> {
         if r.take(MAGIC.len())? != MAGIC {
             return Err("not a snapshot of this version".into());
         }
@@ -223,21 +241,18 @@ impl Snapshot {
             });
         }
         let state_len = usize::try_from(r.u64()?).map_err(|_| "state length".to_string())?;
-        let state = r.take(state_len)?;
-        if r.at != body.len() {
-            return Err("trailing bytes".into());
-        }
         if last_seq == 0 || inputs == 0 || inputs > last_seq {
             return Err("record counts out of range".into());
         }
-        Ok(Snapshot {
+        let head = Snapshot {
             last_seq,
             inputs,
             timestamp,
             header_digest,
             streams,
-            state,
-        })
+            state: (),
+        };
+        Ok((head, state_len))
     }
 }
 
@@ -281,7 +296,7 @@ impl<'a> Reader<'a> {
             .at
             .checked_add(n)
             .filter(|&e| e <= self.bytes.len())
-            .ok_or("cut short")?;
+            .ok_or(CUT_SHORT)?;
         let taken = &self.bytes[self.at..end];
         self.at = end;
         Ok(taken)
@@ -412,6 +427,94 @@ pub fn load_latest<T>(
         }
     }
     None
+}
+
+/// The newest snapshot of the day (of the day header whose digest is `header_digest`) whose
+/// front checks, read without its state's gigabytes: its head (record, inputs, streams) and
+/// `peek` of the first `want` bytes of its state (all of it, if shorter). Only the front of
+/// each file is read (at most [`FRONT_BYTES_MAX`]), each chunk checked against its checksum,
+/// the checksums against the trailer's; the state beyond is not checked (a restore still
+/// checks the whole file). `peek` returning `None` skips the file. For questions about the
+/// state's first fields (`days::state`: had the day ended by then?).
+pub fn peek_newest<T>(
+    journal_dir: &Path,
+    header_digest: &[u8; 32],
+    want: usize,
+    peek: impl Fn(&[u8]) -> Option<T>,
+) -> Option<(Snapshot<()>, T)> {
+    list(journal_dir).into_iter().find_map(|(seq, path)| {
+        let peeked = read_front(&path, want).and_then(|(head, state)| {
+            if head.last_seq != seq || head.header_digest != *header_digest {
+                return Err("another record or day than its name or header says".into());
+            }
+            let found = peek(&state).ok_or("its state's front is not understood")?;
+            Ok((head, found))
+        });
+        peeked
+            .map_err(|why| tracing::debug!(path = %path.display(), "snapshot not peeked: {why}"))
+            .ok()
+    })
+}
+
+/// The head of a snapshot file and the first `want` bytes of its state, reading chunk by
+/// chunk from the front (see [`peek_newest`]).
+fn read_front(path: &Path, want: usize) -> Result<(Snapshot<()>, Vec<u8>), String> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    let len = file.metadata().map_err(|e| e.to_string())?.len();
+    let read_at = |at: u64, n: usize| -> Result<Vec<u8>, String> {
+        let mut bytes = vec![0; n];
+        file.read_exact_at(&mut bytes, at)
+            .map_err(|e| format!("cannot read: {e}"))?;
+        Ok(bytes)
+    };
+    let fixed_at = len
+        .checked_sub(TRAILER_FIXED_BYTES as u64)
+        .ok_or("shorter than a snapshot")?;
+    let fixed = read_at(fixed_at, TRAILER_FIXED_BYTES)?;
+    let body_bytes = u64::from_le_bytes(fixed[..8].try_into().expect("8"));
+    let chunks = body_bytes.div_ceil(CHUNK_BYTES as u64);
+    if chunks
+        .checked_mul(4)
+        .and_then(|s| s.checked_add(body_bytes))
+        != Some(fixed_at)
+    {
+        return Err("cut short or lengthened (its length is not its trailer's)".into());
+    }
+    let mut sums = read_at(body_bytes, (fixed_at - body_bytes) as usize + 8)?;
+    if crc32c::crc32c(&sums) != u32::from_le_bytes(fixed[8..].try_into().expect("4")) {
+        return Err("checksum mismatch (trailer)".into());
+    }
+    sums.truncate(sums.len() - 8);
+    let mut front = Vec::new();
+    // Bounded: at most FRONT_BYTES_MAX / CHUNK_BYTES chunks.
+    for (index, sum) in sums.as_chunks::<4>().0.iter().enumerate() {
+        if front.len() >= FRONT_BYTES_MAX {
+            break;
+        }
+        let at = (index * CHUNK_BYTES) as u64;
+        let chunk = read_at(at, CHUNK_BYTES.min((body_bytes - at) as usize))?;
+        if crc32c::crc32c(&chunk) != u32::from_le_bytes(*sum) {
+            return Err(format!("checksum mismatch (MiB {index})"));
+        }
+        front.extend_from_slice(&chunk);
+        let mut r = Reader {
+            bytes: &front,
+            at: 0,
+        };
+        match Snapshot::decode_head(&mut r) {
+            Ok((head, state_len)) if front.len() - r.at >= want.min(state_len) => {
+                let state = &front[r.at..r.at + want.min(state_len)];
+                return Ok((head, state.to_vec()));
+            }
+            Ok(_) => {}
+            Err(why) if why == CUT_SHORT => {}
+            Err(why) => return Err(why),
+        }
+    }
+    Err(format!(
+        "its head and state's front exceed {FRONT_BYTES_MAX} bytes"
+    ))
 }
 
 /// When to take a snapshot, decided from journaled values only, so the snapshots are a
