@@ -19,6 +19,19 @@ fn px(dollars_cents: u32) -> Price {
     Price(dollars_cents * 100)
 }
 
+/// The standard venue: AAPL and MSFT, ALICE and BOB, small books.
+fn two_by_two(tokens_per_account: u32) -> Venue {
+    Venue::demo(
+        &["AAPL", "MSFT"],
+        &[("ALICE", "FRMA"), ("BOB", "FRMB")],
+        Limits {
+            orders_per_symbol: 64,
+            levels_per_side: 16,
+            tokens_per_account,
+        },
+    )
+}
+
 /// A venue with two symbols and two accounts, plus a recorder and a clock.
 struct Harness {
     ex: Exchange,
@@ -33,16 +46,13 @@ impl Harness {
 
     /// The standard venue with its accounts' controls set by `controls`.
     fn with_accounts(controls: impl FnOnce(&mut [AccountDef])) -> Self {
-        let mut venue = Venue::demo(
-            &["AAPL", "MSFT"],
-            &[("ALICE", "FRMA"), ("BOB", "FRMB")],
-            Limits {
-                orders_per_symbol: 64,
-                levels_per_side: 16,
-                tokens_per_account: 256,
-            },
-        );
+        let mut venue = two_by_two(256);
         controls(&mut venue.accounts);
+        Self::started(venue)
+    }
+
+    /// `venue`'s exchange, its day started.
+    fn started(venue: Venue) -> Self {
         let mut h = Harness {
             ex: Exchange::new(venue).unwrap(),
             seq: 0,
@@ -1515,21 +1525,8 @@ fn account_limits_reject_o_and_m_after_every_other_check() {
 fn a_restored_exchange_finds_its_orders_and_leaves_the_rest_for_later() {
     let ahead = super::shard::LIVE_RESIDENT_AHEAD as usize;
     let limit = 2 * ahead;
-    let venue = Venue::demo(
-        &["AAPL", "MSFT"],
-        &[("ALICE", "FRMA"), ("BOB", "FRMB")],
-        Limits {
-            orders_per_symbol: 64,
-            levels_per_side: 16,
-            tokens_per_account: limit as u32,
-        },
-    );
-    let mut h = Harness {
-        ex: Exchange::new(venue.clone()).unwrap(),
-        seq: 0,
-        ts: 1_000_000_000,
-    };
-    h.run(Command::StartOfDay);
+    let venue = two_by_two(limit as u32);
+    let mut h = Harness::started(venue.clone());
     h.enter(A, order("a1", b'B', 100, px(10_00)));
     h.enter(A, order("a2", b'B', 100, px(9_00)));
     h.enter(B, order("b1", b'S', 100, px(11_00)));
