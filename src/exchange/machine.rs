@@ -10,10 +10,10 @@ use super::front::{Front, FrontLink};
 use super::input::{Input, Outcome};
 use super::merge::Merge;
 use super::msg::{AccountRisk, Marker, Plan, ShardCmd, ShardEvent, Verdict};
-use super::shard::{LIVE_RESIDENT_AHEAD, Shard, ShardOut};
+use super::shard::{Shard, ShardOut};
 use super::sink::Sink;
 use super::state::{self, StateError};
-use super::tokens::TokenState;
+use super::tokens::{RESTORED_RESIDENT_AHEAD, TokenState};
 use super::venue::{Venue, VenueError};
 use crate::book::OrderHandle;
 use crate::types::{AccountId, Timestamp, Token};
@@ -130,7 +130,7 @@ impl Exchange {
             &mut exchange.merge,
             bytes,
         )?;
-        let windows = exchange.front.slots_written_next(LIVE_RESIDENT_AHEAD);
+        let windows = exchange.front.slots_written_next(RESTORED_RESIDENT_AHEAD);
         exchange.shard.make_live_resident(&windows);
         Ok(exchange)
     }

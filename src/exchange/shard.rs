@@ -111,9 +111,10 @@ pub struct Shard {
     pub(crate) ignored: Option<&'static str>,
 }
 
-/// Slots of each account whose live-index entries a fresh or restored shard makes resident
-/// before the first input (4 MiB an account): the tokens the day records next (see
-/// `tokens::ENTRIES_RESIDENT_AHEAD`, the same for the slot arrays).
+/// Slots of each account whose live-index entries a fresh shard makes resident before the
+/// first input (4 MiB an account): the tokens the day records first (see
+/// `tokens::ENTRIES_RESIDENT_AHEAD`, the same for the slot arrays; a restore makes fewer
+/// resident, `tokens::RESTORED_RESIDENT_AHEAD`).
 pub(crate) const LIVE_RESIDENT_AHEAD: u32 = 1 << 20;
 
 /// How a taker's matching ended.

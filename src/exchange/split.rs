@@ -13,9 +13,10 @@ use super::front::{Front, FrontLink};
 use super::input::{Input, Outcome};
 use super::merge::{EventSource, Merge};
 use super::msg::{AccountRisk, Marker, Plan, ShardCmd, ShardEvent, Verdict};
-use super::shard::{LIVE_RESIDENT_AHEAD, Shard, ShardOut};
+use super::shard::{Shard, ShardOut};
 use super::sink::Sink;
 use super::state::{self, StateError};
+use super::tokens::RESTORED_RESIDENT_AHEAD;
 use super::venue::{Venue, VenueError};
 use crate::types::{AccountId, Timestamp};
 use crate::wire::{itch, ouch};
@@ -177,7 +178,7 @@ impl Split {
         let mut p = Split::with_shards(venue, shards, Shard::unpopulated)
             .map_err(|e| StateError(format!("venue: {e}")))?;
         state::restore(&mut p.front, &mut p.lanes.shards, &mut p.merge, bytes)?;
-        let windows = p.front.slots_written_next(LIVE_RESIDENT_AHEAD);
+        let windows = p.front.slots_written_next(RESTORED_RESIDENT_AHEAD);
         for shard in &mut p.lanes.shards {
             shard.make_live_resident(&windows);
         }

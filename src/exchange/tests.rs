@@ -1524,6 +1524,7 @@ fn account_limits_reject_o_and_m_after_every_other_check() {
 #[test]
 fn a_restored_exchange_finds_its_orders_and_leaves_the_rest_for_later() {
     let ahead = super::shard::LIVE_RESIDENT_AHEAD as usize;
+    let restored_ahead = super::tokens::RESTORED_RESIDENT_AHEAD as usize;
     let limit = 2 * ahead;
     let venue = two_by_two(limit as u32);
     let mut h = Harness::started(venue.clone());
@@ -1540,8 +1541,8 @@ fn a_restored_exchange_finds_its_orders_and_leaves_the_rest_for_later() {
     let mut expected = vec![
         (limit - ahead) * slots, // A's and B's slot arrays beyond the first million
         (limit - ahead) * slots,
-        (limit - (2 + ahead)) * live, // A's live entries beyond its next million slots
-        (limit - (1 + ahead)) * live, // B's
+        (limit - (2 + restored_ahead)) * live, // A's live entries beyond its next slots
+        (limit - (1 + restored_ahead)) * live, // B's
     ];
     expected.sort_unstable();
     assert_eq!(later, expected);

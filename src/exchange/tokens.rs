@@ -241,6 +241,12 @@ const FILL_BYTES_MAX: usize = 1 << 20;
 /// (18 MiB). The slot array grows from its start, so the rest can wait for a thread of the
 /// daemon ([`TokenTable::unresident`]) instead of holding up a restart.
 const ENTRIES_RESIDENT_AHEAD: usize = 1 << 20;
+/// Slots after a restored table's last one made resident by the restore (and the live
+/// index's entries for them, `Front::slots_written_next`): the first tokens after a restart
+/// (288 KiB of slots an account), enough until the daemon's `prefault` thread, started right
+/// after recovery, has populated the rest ([`TokenTable::unresident`]; it reaches every
+/// table's next 2 MiB within a fraction of a second).
+pub(crate) const RESTORED_RESIDENT_AHEAD: u32 = 1 << 14;
 
 pub(crate) struct TokenTable {
     /// Slot numbers tagged with their token's hash (see the module docs).
@@ -648,8 +654,23 @@ impl TokenTable {
             self.entries.clear();
             self.free.clear();
             self.buckets.fill(0);
+        } else {
+            self.make_next_slots_resident();
         }
         restored
+    }
+
+    /// After a restore: the slots the next tokens take, beyond those restored, resident
+    /// before the first input (see [`RESTORED_RESIDENT_AHEAD`]).
+    fn make_next_slots_resident(&mut self) {
+        let from = self.entries.len().max(self.entries_resident);
+        let to = (self.entries.len() + RESTORED_RESIDENT_AHEAD as usize).min(self.limit);
+        if from < to {
+            // Spare capacity: `populate` may write zero bytes there.
+            let start = self.entries.as_mut_ptr().wrapping_add(from).cast::<u8>();
+            populate(start, (to - from) * ENTRY_BYTES);
+            self.entries_resident = to;
+        }
     }
 
     /// Take the free list of an image: each slot voided, each once, every voided slot listed.
@@ -1254,7 +1275,8 @@ mod tests {
                 Some((slot, TokenState::Routed(0)))
             );
         }
-        // A restore fills slots beyond the prefaulted ones: what is left starts after them.
+        // A restore fills slots beyond the prefaulted ones and makes the next ones resident:
+        // what is left starts after those.
         let mut full = TokenTable::reserve(limit, 4);
         full.prefault();
         let image: Vec<u8> = (0..ENTRIES_RESIDENT_AHEAD + 10)
@@ -1270,9 +1292,10 @@ mod tests {
             .collect();
         full.restore_image(&image, &[], 1, &mut Vec::new()).unwrap();
         let left = full.unresident(&owner).expect("still a tail");
+        let restored_ahead = RESTORED_RESIDENT_AHEAD as usize;
         assert_eq!(
             left.bytes(),
-            (limit as usize - ENTRIES_RESIDENT_AHEAD - 10) * ENTRY_BYTES
+            (limit as usize - ENTRIES_RESIDENT_AHEAD - 10 - restored_ahead) * ENTRY_BYTES
         );
         // Once its owner is gone, a range is left alone.
         drop(owner);
