@@ -148,7 +148,7 @@ pub fn list(root: &Path) -> Result<Vec<Day>, String> {
 /// With a state snapshot of the day, only the records after it are read: the snapshot's state
 /// says whether the day had ended by its record (its file's front only, see
 /// `snapshot::peek_newest`). A restart after midnight of a day not ended used to read the
-/// whole day first (100M records: ~10 s).
+/// whole day first (100M records: 52 s with the journal partly in the page cache).
 pub fn state(dir: &Path) -> Result<DayState, String> {
     Ok(scan_state(dir)?.0)
 }
