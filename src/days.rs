@@ -169,13 +169,11 @@ fn scan_state(dir: &Path) -> Result<(DayState, u64), String> {
         Err(e) => return Err(e.to_string()),
     };
     let mut read = 0u64;
-    if let Some((ended, from)) = state_at_snapshot(dir, &mut read) {
+    if let Some((ended, after)) = state_at_snapshot(dir, &mut read) {
         if ended {
             return Ok((DayState::Ended, read));
         }
-        if let Some(after) = open_after(dir, from) {
-            reader = after;
-        }
+        reader = after;
     }
     let mut records = 0u64;
     while records < SCAN_RECORDS_MAX {
@@ -203,24 +201,28 @@ fn scan_state(dir: &Path) -> Result<(DayState, u64), String> {
     ))
 }
 
-/// The newest snapshot of the day: whether the day had ended by its record, and that
-/// record's sequence number. Reads the day's first record (the header a snapshot must match;
-/// counted in `read`). `None` without one.
-fn state_at_snapshot(dir: &Path, read: &mut u64) -> Option<(bool, u64)> {
+/// The newest snapshot of the day whose record the journal holds: whether the day had ended
+/// by that record, and a reader after it. Reads the day's first record (the header a
+/// snapshot must match, as a restore derives it; counted in `read`). `None` without one.
+fn state_at_snapshot(dir: &Path, read: &mut u64) -> Option<(bool, JournalReader)> {
     let mut reader = JournalReader::open(dir, 1).ok()?;
     let first = reader.next().ok()??;
     *read += 1;
     if first.kind != KIND_START_OF_DAY {
         return None;
     }
-    let digest = crate::snapshot::header_digest(first.payload);
-    let (snapshot, ended) = crate::snapshot::peek_newest(
+    let header = record::DayHeader::decode(first.payload).ok()?;
+    let digest = crate::snapshot::header_digest(&header.encode());
+    let (_, found) = crate::snapshot::peek_newest(
         dir,
         &digest,
         crate::exchange::state::FRONT_BYTES,
-        crate::exchange::state::ended_in,
+        |head, front| {
+            let ended = crate::exchange::state::ended_in(front)?;
+            Some((ended, open_after(dir, head.last_seq)?))
+        },
     )?;
-    Some((ended, snapshot.last_seq))
+    Some(found)
 }
 
 /// A reader of `dir` after record `seq`, if the journal holds `seq` (a snapshot of a record

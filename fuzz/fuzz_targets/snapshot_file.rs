@@ -50,7 +50,7 @@ fuzz_target!(|data: &[u8]| {
     std::fs::create_dir_all(&files).unwrap();
     std::fs::write(files.join(format!("snapshot-{last_seq:020}.bin")), &bytes).unwrap();
     let want = usize::from(*want);
-    let peeked = snapshot::peek_newest(&dir, &HEADER_DIGEST, want, |front| Some(front.to_vec()));
+    let peeked = snapshot::peek_newest(&dir, &HEADER_DIGEST, want, |_, front| Some(front.to_vec()));
     if let Ok(decoded) = decoded {
         let (head, front) = peeked.expect("peek accepts what decode accepts");
         assert_eq!(head, decoded.without_state());

@@ -229,3 +229,27 @@ fn a_day_with_a_snapshot_is_read_from_the_snapshot_on() {
         "read from the snapshot before"
     );
 }
+
+/// A snapshot of a record the journal does not hold (a tail cut after it was taken) proves
+/// nothing: an older one is used. Here the newest says the day had ended, at a record past
+/// the journal's end; the day is open.
+#[test]
+fn a_snapshot_past_the_journals_end_is_passed_over() {
+    let tmp = tempfile::tempdir().unwrap();
+    let torn = recorded_day("torn-tail", tmp.path(), 100);
+    let (newest, path) = crate::snapshot::list(&torn)[0].clone();
+    let bytes = std::fs::read(&path).unwrap();
+    let snapshot = crate::snapshot::Snapshot::decode(&bytes).unwrap();
+    let mut state = snapshot.state.to_vec();
+    // The phase after the state's version (24 bytes) and last sequence number: Closed.
+    state[24 + 8] = 2;
+    let mut beyond = snapshot.with_state(state);
+    beyond.last_seq = newest + 1_000;
+    crate::snapshot::write_atomic(&torn, &beyond).unwrap();
+    let (state, read) = scan_state(&torn).unwrap();
+    assert_eq!(state, DayState::Open);
+    assert!(
+        read <= 1 + 100,
+        "read from the newest snapshot the journal holds: {read}"
+    );
+}

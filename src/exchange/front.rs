@@ -71,6 +71,10 @@ struct Awaited {
 }
 
 pub struct Front {
+    /// Held while this front (its token tables) lives: a thread populating their unresident
+    /// memory holds only a weak reference and stops once it is gone (see [`Self::unresident`]).
+    /// The first field, so dropped first: the thread stops before the tables go.
+    alive: std::sync::Arc<()>,
     specs: Vec<SymbolSpec>,
     firms: Vec<Firm>,
     shards: usize,
@@ -91,9 +95,6 @@ pub struct Front {
     last_seq: u64,
     /// Verdicts that had to be waited for (rare: tokens reused while pending).
     pub waits: u64,
-    /// Held while this front (its token tables) lives: a thread populating their unresident
-    /// memory holds only a weak reference and stops once it is gone (see [`Self::unresident`]).
-    alive: std::sync::Arc<()>,
 }
 
 impl Front {

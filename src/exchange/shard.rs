@@ -86,12 +86,13 @@ pub struct Shard {
     books: Vec<Option<OrderBook<Resting>>>,
     /// This shard's symbols in config order.
     symbols: Vec<u16>,
+    /// Held while this shard lives: the thread populating its live index's unresident part
+    /// holds only a weak reference (see [`Self::unresident`]). Declared before `live`, so
+    /// dropped first: the thread stops before the memory goes.
+    alive: Arc<()>,
     /// Pool handle plus one by (account, token slot): `live[account * tokens_per_account +
     /// slot]`; [`NO_HANDLE`] where no order ever rested.
     live: Box<[u32]>,
-    /// Held while this shard lives: the thread populating its live index's unresident part
-    /// holds only a weak reference (see [`Self::unresident`]).
-    alive: Arc<()>,
     /// Per account: the live index is resident below this slot where the day writes (see
     /// [`Self::make_live_resident`]); beyond it, [`Self::unresident`].
     resident_to: Vec<u32>,

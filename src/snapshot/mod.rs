@@ -434,20 +434,21 @@ pub fn load_latest<T>(
 /// `peek` of the first `want` bytes of its state (all of it, if shorter). Only the front of
 /// each file is read (at most [`FRONT_BYTES_MAX`]), each chunk checked against its checksum,
 /// the checksums against the trailer's; the state beyond is not checked (a restore still
-/// checks the whole file). `peek` returning `None` skips the file. For questions about the
-/// state's first fields (`days::state`: had the day ended by then?).
+/// checks the whole file). `peek` (given the head and the state's front) returning `None`
+/// skips the file for an older one: e.g. a snapshot of a record the journal no longer holds.
+/// For questions about the state's first fields (`days::state`: had the day ended by then?).
 pub fn peek_newest<T>(
     journal_dir: &Path,
     header_digest: &[u8; 32],
     want: usize,
-    peek: impl Fn(&[u8]) -> Option<T>,
+    mut peek: impl FnMut(&Snapshot<()>, &[u8]) -> Option<T>,
 ) -> Option<(Snapshot<()>, T)> {
     list(journal_dir).into_iter().find_map(|(seq, path)| {
         let peeked = read_front(&path, want).and_then(|(head, state)| {
             if head.last_seq != seq || head.header_digest != *header_digest {
                 return Err("another record or day than its name or header says".into());
             }
-            let found = peek(&state).ok_or("its state's front is not understood")?;
+            let found = peek(&head, &state).ok_or("refused by the caller")?;
             Ok((head, found))
         });
         peeked
@@ -503,6 +504,9 @@ fn read_front(path: &Path, want: usize) -> Result<(Snapshot<()>, Vec<u8>), Strin
             at: 0,
         };
         match Snapshot::decode_head(&mut r) {
+            Ok((_, state_len)) if r.at.checked_add(state_len) != Some(body_bytes as usize) => {
+                return Err("trailing bytes or cut short (its state's length)".into());
+            }
             Ok((head, state_len)) if front.len() - r.at >= want.min(state_len) => {
                 let state = &front[r.at..r.at + want.min(state_len)];
                 return Ok((head, state.to_vec()));
