@@ -134,6 +134,9 @@ pub(crate) fn populate_write(start: *const u8, bytes: usize) -> bool {
 pub(crate) fn populate_part<T>(whole: &[T], part: std::ops::Range<usize>) -> bool {
     const PAGE_BYTES: usize = 4096;
     assert!(part.start <= part.end && part.end <= whole.len());
+    if part.is_empty() {
+        return false;
+    }
     let size = std::mem::size_of::<T>();
     let base = whole.as_ptr() as usize;
     let (inside_from, inside_to) = (
