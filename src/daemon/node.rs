@@ -1019,9 +1019,9 @@ fn resume_from_snapshot(dir: &Path, through: u64, header: &DayHeader) -> Option<
 
 /// Make the rest of the token tables and of the shards' live-order index resident on a
 /// thread of its own (see `TokenTable::unresident`, `Shard::unresident`), once the state is
-/// rebuilt: a restart does not wait for the
-/// gigabytes a busy day may still fill, and the engine finds them resident when it gets
-/// there (seconds later, not the day's millions of tokens later).
+/// rebuilt: a restart does not wait for the gigabytes a busy day may still fill, and the
+/// engine finds them resident when it gets there (seconds later, not the day's millions of
+/// tokens later).
 fn populate_in_background(later: Vec<crate::memory::Unresident>) {
     if later.is_empty() {
         return;

@@ -249,8 +249,10 @@ impl Shard {
             .iter()
             .filter(|(_, slots)| !slots.is_empty())
             .map(|(account, slots)| {
-                let at = self.live_at(*account, slots.start);
-                (at, self.live_at(*account, slots.end - 1) + 1)
+                (
+                    self.live_at(*account, slots.start),
+                    self.live_at(*account, slots.end),
+                )
             })
             .collect();
         for (account, slots) in windows {

@@ -17,13 +17,13 @@
 //! The **index** is open addressing with linear probing over an array of `u32` buckets, 4/3
 //! of the limit (not rounded up to a power of two: a third less memory on average), so at
 //! most 3/4 full; a token's home bucket is its hash's low half scaled to the array (a
-//! multiply and a shift, no division): a bucket holds the slot (plus one; 0 is empty) in its low bits
-//! and as many of the hash's high bits as the rest leave (the **tag**: 8 bits for 8M tokens an
-//! account, 15 for a million), so a probe compares the tag before it reads the slot array (one
-//! cache line for a miss, the common case: every new order's token). Four bytes a bucket, not
-//! eight: the index is most of a table's memory (sized by the limit, not by the tokens used),
-//! and a restart populates all of it (see [`BucketCode`]). A voided token leaves by backward
-//! shift, so no tombstones accumulate. The slot array is plain `#[repr(C)]` data: a state
+//! multiply and a shift, no division). A bucket holds the slot (plus one; 0 is empty) in its
+//! low bits and as many of the hash's high bits as the rest leave (the **tag**: 8 bits for 8M
+//! tokens an account, 11 for 2^20), so a probe compares the tag before it reads the slot
+//! array (one cache line for a miss, the common case: every new order's token). Four bytes a
+//! bucket, not eight: the index is most of a table's memory (sized by the limit, not by the
+//! tokens used), and a restart populates all of it (see [`BucketCode`]). A voided token
+//! leaves by backward shift, so no tombstones accumulate. The slot array is plain `#[repr(C)]` data: a state
 //! snapshot writes it as it is in memory and a restore copies it back in one go
 //! ([`TokenTable::image`], [`TokenTable::restore_image`]), rebuilding the index in one pass
 //! with prefetching instead of a lookup and an insert per token.
@@ -358,8 +358,8 @@ impl TokenTable {
     }
 
     /// The part of the slot array not yet resident (beyond the prefaulted slots and those a
-    /// restore filled): for [`Unresident::populate`] on another thread while this table is
-    /// in use. `None` when nothing is left.
+    /// restore filled): for [`Unresident::populate_step`] on another thread while this table
+    /// is in use. `None` when nothing is left.
     /// `owner`: the marker of whoever holds this table (the front), so that the range is
     /// left alone once the table is dropped.
     pub(crate) fn unresident(&self, owner: &std::sync::Arc<()>) -> Option<Unresident> {
