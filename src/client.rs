@@ -68,6 +68,19 @@ impl OuchClient {
         timeout: Duration,
     ) -> Result<OuchClient, LoginError> {
         let stream = TcpStream::connect_timeout(&addr, timeout)?;
+        OuchClient::login_on(stream, username, password, session, sequence, timeout)
+    }
+
+    /// Log in on a connection already made (`login` without the connect): for callers that
+    /// give the TCP handshake its own budget, e.g. one that allows a SYN retransmission.
+    pub fn login_on(
+        stream: TcpStream,
+        username: &str,
+        password: &str,
+        session: &str,
+        sequence: u64,
+        timeout: Duration,
+    ) -> Result<OuchClient, LoginError> {
         stream.set_nodelay(true)?;
         let mut client = OuchClient {
             stream,

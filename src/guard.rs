@@ -436,8 +436,10 @@ pub fn listen(addr: std::net::SocketAddr, backlog: i32) -> std::io::Result<mio::
     Ok(mio::net::TcpListener::from_std(socket.into()))
 }
 
-/// The backlog of every TCP listener facing clients.
-pub const LISTEN_BACKLOG: i32 = 1024;
+/// The backlog of every TCP listener facing clients: Linux's default `somaxconn` (4096),
+/// so a connect flood must outrun the accept loop by that many before a broker's SYN is
+/// dropped (and waits a second for its retransmission).
+pub const LISTEN_BACKLOG: i32 = 4096;
 
 #[cfg(test)]
 mod tests {
