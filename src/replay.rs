@@ -438,8 +438,8 @@ pub fn replay_with(
     let mut snapshot_encode_max = std::time::Duration::ZERO;
     let mut snapshot_bytes_max = 0;
     let start = exchange.last_seq().max(from_snapshot.unwrap_or(0));
-    let mut ahead = InputsAhead::new(reader, start);
-    while let Some(input) = ahead.next(verified.last_seq, &exchange)? {
+    let mut ahead = InputsAhead::new(reader, start, verified.last_seq);
+    while let Some(input) = ahead.next(&exchange)? {
         match &mut streams {
             Streams::Digest(d) => exchange.apply(&input, d),
             Streams::Count(c) => exchange.apply(&input, c),
@@ -576,6 +576,12 @@ mod tests {
 
     /// Journal the same inputs, with leader changes (a cluster's) around them or not.
     fn journal(dir: &Path, leader_changes: bool) {
+        journal_of(dir, leader_changes, 40, None);
+    }
+
+    /// A journal of `orders` Enter Orders between its start and end of day, with a record
+    /// that does not decode in place of order `bad_at`.
+    fn journal_of(dir: &Path, leader_changes: bool, orders: u32, bad_at: Option<u32>) {
         let config = JournalConfig {
             segment_bytes: 1 << 20,
             max_payload_bytes: 64 << 10,
@@ -601,9 +607,14 @@ mod tests {
         writer
             .append(last, KIND_START_OF_DAY, &header.encode())
             .unwrap();
-        for n in 0..40u32 {
+        for n in 0..orders {
             if n % 13 == 0 {
                 noop(&mut writer, u64::from(n) + 2, last);
+            }
+            if bad_at == Some(n) {
+                // An OUCH record too short to hold its account: it does not decode.
+                writer.append(last, KIND_OUCH, &[7]).unwrap();
+                continue;
             }
             let order = Inbound::Enter(EnterOrder {
                 token: Alpha::from_str_padded(&format!("T{n}")).unwrap(),
@@ -688,9 +699,9 @@ mod tests {
         for stop in [1, 2, 3, 10, 17, last_seq - 1, last_seq, last_seq + 5] {
             let hints = Hints::default();
             let reader = JournalReader::open(temp.path(), 1).unwrap();
-            let mut ahead = InputsAhead::new(reader, 0);
+            let mut ahead = InputsAhead::new(reader, 0, stop);
             let mut got = Vec::new();
-            while let Some(input) = ahead.next(stop, &hints).unwrap() {
+            while let Some(input) = ahead.next(&hints).unwrap() {
                 got.push((input.seq, input.command));
             }
             let want: Vec<_> = one_by_one
@@ -710,6 +721,56 @@ mod tests {
                 "one first hint per input"
             );
             assert!(hints.deeper.get() >= want.len() as u64);
+        }
+    }
+
+    /// Read on their thread in batches, many batches' worth of inputs come out as they were
+    /// journaled, and one that cannot be decoded comes after every input before it, then
+    /// nothing more.
+    #[test]
+    fn inputs_across_many_batches_and_a_bad_record_after_the_inputs_before_it() {
+        let temp = tempfile::tempdir().unwrap();
+        let orders = 3_000; // ~12 batches of 256: each emptied batch goes back and is refilled
+        journal_of(temp.path(), true, orders, Some(2_500));
+        let mut ahead = InputsAhead::new(JournalReader::open(temp.path(), 1).unwrap(), 0, u64::MAX);
+        let hints = Hints::default();
+        let mut seqs = Vec::new();
+        let error = loop {
+            match ahead.next(&hints) {
+                Ok(Some(input)) => seqs.push(input.seq),
+                Ok(None) => panic!("the bad record was not reported"),
+                Err(e) => break e,
+            }
+        };
+        // The start of day and the 2,500 orders before the bad record, in order, gapless
+        // but for the leader changes (one before every 13th order, and the first record).
+        assert_eq!(seqs.len(), 2_501);
+        assert!(
+            seqs.windows(2)
+                .all(|w| w[1] == w[0] + 1 || w[1] == w[0] + 2)
+        );
+        match error {
+            AheadError::Record { seq, .. } => assert_eq!(seq, seqs.last().unwrap() + 1),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            matches!(ahead.next(&hints), Ok(None)),
+            "nothing after the error"
+        );
+    }
+
+    /// Dropped before its end, the reader stops its thread: the drop returns (it joins).
+    #[test]
+    fn inputs_ahead_dropped_early_stops_its_thread() {
+        let temp = tempfile::tempdir().unwrap();
+        journal_of(temp.path(), false, 3_000, None);
+        for taken in [0, 1, 300, 2_000] {
+            let reader = JournalReader::open(temp.path(), 1).unwrap();
+            let mut ahead = InputsAhead::new(reader, 0, u64::MAX);
+            for _ in 0..taken {
+                ahead.next(&Hints::default()).unwrap().unwrap();
+            }
+            drop(ahead);
         }
     }
 }

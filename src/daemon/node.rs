@@ -1166,14 +1166,14 @@ fn replay_journal<F: FeedOut>(
         core.apply(&input, streams);
         applied_day_start = true;
     }
-    let mut inputs = InputsAhead::new(reader, read_seq);
+    let mut inputs = InputsAhead::new(reader, read_seq, last_seq);
     let failed = |e| match e {
         AheadError::Journal(e) => e.to_string(),
         AheadError::Record { seq, error } => format!("journal record {seq}: {}", error.0),
     };
     const PROGRESS_RECORDS: u64 = 1 << 16;
     let mut report_at = (read_seq / PROGRESS_RECORDS + 1) * PROGRESS_RECORDS;
-    while let Some(input) = inputs.next(last_seq, core).map_err(failed)? {
+    while let Some(input) = inputs.next(core).map_err(failed)? {
         core.apply(&input, streams);
         // Every 65,536 records, leader changes counted (one may sit on the multiple).
         if input.seq >= report_at {
