@@ -17,6 +17,9 @@ use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::path::Path;
 
+mod hashing;
+use hashing::HashingSink;
+
 /// Largest encoded OUCH or ITCH message, with room for the length prefix.
 const MESSAGE_BYTES_MAX: usize = 96;
 /// Leader changes a journal may hold before its start of day.
@@ -333,17 +336,8 @@ impl Sink for CountSink {
 
 /// The streams as one replay keeps them.
 enum Streams<'w> {
-    Digest(DigestSink<'w>),
+    Digest(HashingSink<'w>),
     Count(CountSink),
-}
-
-impl Streams<'_> {
-    fn messages(&self) -> (u64, Vec<u64>) {
-        match self {
-            Streams::Digest(d) => (d.itch.messages, d.ouch.iter().map(|h| h.messages).collect()),
-            Streams::Count(c) => (c.itch, c.ouch.clone()),
-        }
-    }
 }
 
 /// Replay the whole journal in `path`: a journal (a trading day's directory), or a
@@ -416,7 +410,8 @@ pub fn replay_with(
                     ouch: vec![0; accounts],
                 })
             } else {
-                Streams::Digest(DigestSink::new(accounts, options.itch_out))
+                let fresh = vec![StreamHasher::default(); accounts + 1];
+                Streams::Digest(HashingSink::start(fresh, options.itch_out))
             };
             let input = Input {
                 seq: start_seq,
@@ -451,7 +446,7 @@ pub fn replay_with(
         }
         if let Some(schedule) = &mut schedule
             && schedule.due(inputs, input.timestamp)
-            && let Streams::Digest(d) = &streams
+            && let Streams::Digest(d) = &mut streams
         {
             let encode_started = std::time::Instant::now();
             let snap = take(&exchange, d, inputs, input.timestamp, header_digest);
@@ -462,16 +457,21 @@ pub fn replay_with(
             snapshots_written += 1;
         }
     }
-    let (itch_messages, ouch_messages) = streams.messages();
-    let (itch_digest, ouch_digests) = match &mut streams {
+    let (itch_messages, ouch_messages, itch_digest, ouch_digests) = match &mut streams {
         Streams::Digest(d) => {
             if let Some(e) = d.write_error.take() {
                 return Err(ReplayError::Io(e));
             }
-            let ouch = d.ouch.iter().map(|h| Some(h.digest())).collect();
-            (Some(d.itch.digest()), ouch)
+            let hashers = d.settle();
+            let ouch = &hashers[1..];
+            (
+                hashers[0].messages,
+                ouch.iter().map(|h| h.messages).collect(),
+                Some(hashers[0].digest()),
+                ouch.iter().map(|h| Some(h.digest())).collect(),
+            )
         }
-        Streams::Count(_) => (None, vec![None; accounts]),
+        Streams::Count(c) => (c.itch, c.ouch.clone(), None, vec![None; accounts]),
     };
     let ouch = header
         .venue
@@ -531,12 +531,8 @@ fn resume<'w>(
     } else {
         let hashers: Option<Vec<StreamHasher>> =
             s.streams.iter().map(StreamHasher::resume).collect();
-        let mut hashers = hashers.ok_or("no stream digest states (use --no-digest)")?;
-        let itch = hashers.remove(0);
-        let mut sink = DigestSink::new(accounts, None);
-        sink.itch = itch;
-        sink.ouch = hashers;
-        Streams::Digest(sink)
+        let hashers = hashers.ok_or("no stream digest states (use --no-digest)")?;
+        Streams::Digest(HashingSink::start(hashers, None))
     };
     Ok((exchange, streams))
 }
@@ -544,7 +540,7 @@ fn resume<'w>(
 /// A snapshot of the replay's state after `inputs` inputs, the last journaled at `timestamp`.
 fn take(
     exchange: &Exchange,
-    sink: &DigestSink<'_>,
+    sink: &mut HashingSink<'_>,
     inputs: u64,
     timestamp: Timestamp,
     header_digest: [u8; 32],
@@ -553,8 +549,7 @@ fn take(
     exchange
         .save_state(&mut state)
         .expect("writing into memory");
-    let mut streams = vec![sink.itch.position()];
-    streams.extend(sink.ouch.iter().map(StreamHasher::position));
+    let streams = sink.settle().iter().map(StreamHasher::position).collect();
     Snapshot {
         last_seq: exchange.last_seq(),
         inputs,

@@ -1,0 +1,259 @@
+//! A replay's stream digests computed on a thread of their own: the apply side encodes each
+//! message into a batch of frames and hands full batches over; the hashing thread feeds them
+//! to the streams' SHA-256 states. perf of `bourse replay` put a fifth of its CPU in the
+//! hashing (SHA-256 compression, the hashers' buffering); on two cores that now overlaps the
+//! apply. The digests are those of hashing inline ([`super::DigestSink`]): the same bytes
+//! reach the same hashers in the same order.
+
+use crossbeam::channel::{Receiver, Sender, bounded};
+use std::io::Write;
+
+use super::{MESSAGE_BYTES_MAX, StreamHasher};
+use crate::exchange::Sink;
+use crate::types::AccountId;
+use crate::wire::{itch, ouch};
+
+/// Bytes of frames handed over at once, at most: a hand-over every ~1,500 messages.
+const BATCH_BYTES: usize = 64 << 10;
+/// Batches handed over and not yet hashed, at most: the apply side waits (parks) beyond.
+const BATCHES_IN_FLIGHT: usize = 4;
+/// A frame's header: the stream (`u16`, little-endian: 0 is ITCH, 1 + account an account's
+/// OUCH) and the message's length (`u8`).
+const FRAME_HEADER_BYTES: usize = 3;
+const _: () = assert!(MESSAGE_BYTES_MAX <= u8::MAX as usize);
+
+enum Work {
+    /// Frames, in the order their messages were output.
+    Frames(Vec<u8>),
+    /// Every stream's hasher after the frames before (ITCH first, then the accounts').
+    Settle(Sender<Vec<StreamHasher>>),
+}
+
+/// The sink of a digesting replay: encodes every output, writes the ITCH stream as a
+/// BinaryFILE if asked, and has the hashing thread digest the streams.
+pub(super) struct HashingSink<'w> {
+    frames: Vec<u8>,
+    work: Sender<Work>,
+    /// Hashed batches back from the hashing thread (nothing is allocated per batch).
+    empties: Receiver<Vec<u8>>,
+    hashing: Option<std::thread::JoinHandle<()>>,
+    itch_out: Option<&'w mut dyn Write>,
+    pub(super) write_error: Option<std::io::Error>,
+}
+
+impl<'w> HashingSink<'w> {
+    /// Streams continuing from `hashers` (ITCH first, then one per account).
+    pub(super) fn start(hashers: Vec<StreamHasher>, itch_out: Option<&'w mut dyn Write>) -> Self {
+        assert!(!hashers.is_empty(), "the ITCH stream at least");
+        assert!(
+            hashers.len() <= usize::from(u16::MAX),
+            "a stream number fits a frame"
+        );
+        let (work, work_rx) = bounded(BATCHES_IN_FLIGHT);
+        let (empty_tx, empties) = bounded(BATCHES_IN_FLIGHT + 2);
+        for _ in 0..BATCHES_IN_FLIGHT + 1 {
+            empty_tx
+                .send(Vec::with_capacity(BATCH_BYTES))
+                .expect("the receiver is held here");
+        }
+        let hashing = std::thread::Builder::new()
+            .name("replay-digest".into())
+            .spawn(move || hash_batches(hashers, &work_rx, &empty_tx))
+            .expect("a thread for the digests");
+        HashingSink {
+            frames: Vec::with_capacity(BATCH_BYTES),
+            work,
+            empties,
+            hashing: Some(hashing),
+            itch_out,
+            write_error: None,
+        }
+    }
+
+    /// Every stream's hasher as of the last message output (ITCH first): waits for the
+    /// hashing thread to have hashed everything before.
+    pub(super) fn settle(&mut self) -> Vec<StreamHasher> {
+        self.hand_over();
+        let (reply, answer) = bounded(1);
+        let settled = self.work.send(Work::Settle(reply)).ok();
+        match settled.and_then(|()| answer.recv().ok()) {
+            Some(hashers) => hashers,
+            None => self.hashing_failed(),
+        }
+    }
+
+    /// The frames so far to the hashing thread, and an empty batch to go on with.
+    fn hand_over(&mut self) {
+        if self.frames.is_empty() {
+            return;
+        }
+        let next = match self.empties.recv() {
+            Ok(mut next) => {
+                next.clear();
+                next
+            }
+            Err(_) => self.hashing_failed(),
+        };
+        let full = std::mem::replace(&mut self.frames, next);
+        if self.work.send(Work::Frames(full)).is_err() {
+            self.hashing_failed();
+        }
+    }
+
+    /// The hashing thread has gone: it panicked. Its panic goes on here.
+    fn hashing_failed(&mut self) -> ! {
+        let hashing = self.hashing.take().expect("the hashing thread was started");
+        match hashing.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => unreachable!("the hashing thread ends only when this sink drops"),
+        }
+    }
+
+    /// One frame: the stream's number, the message's length, then `encode` writes the
+    /// message into the space left (at most [`MESSAGE_BYTES_MAX`] bytes) and returns its
+    /// length.
+    #[inline]
+    fn frame(&mut self, stream: u16, encode: impl FnOnce(&mut [u8]) -> usize) {
+        if self.frames.len() + FRAME_HEADER_BYTES + MESSAGE_BYTES_MAX > BATCH_BYTES {
+            self.hand_over();
+        }
+        let at = self.frames.len();
+        let [low, high] = stream.to_le_bytes();
+        self.frames.extend_from_slice(&[low, high, 0]);
+        self.frames
+            .resize(at + FRAME_HEADER_BYTES + MESSAGE_BYTES_MAX, 0);
+        let n = encode(&mut self.frames[at + FRAME_HEADER_BYTES..]);
+        self.frames[at + 2] = u8::try_from(n).expect("messages are short");
+        self.frames.truncate(at + FRAME_HEADER_BYTES + n);
+    }
+}
+
+impl Sink for HashingSink<'_> {
+    fn ouch(&mut self, account: AccountId, message: &ouch::Outbound) {
+        self.frame(account.0 + 1, |buf| message.encode(buf));
+    }
+
+    fn itch(&mut self, message: &itch::Message) {
+        let mut buf = [0u8; MESSAGE_BYTES_MAX];
+        let n = itch::binary_file::write_message(&mut buf, message);
+        self.frame(0, |space| {
+            space[..n - 2].copy_from_slice(&buf[2..n]);
+            n - 2
+        });
+        if let Some(out) = self.itch_out.as_mut()
+            && self.write_error.is_none()
+            && let Err(e) = out.write_all(&buf[..n])
+        {
+            self.write_error = Some(e);
+        }
+    }
+}
+
+impl Drop for HashingSink<'_> {
+    /// Stops the hashing thread (its next receive fails) and waits for it.
+    fn drop(&mut self) {
+        drop(std::mem::replace(&mut self.work, bounded(0).0));
+        if let Some(hashing) = self.hashing.take() {
+            // A panic there was reported already if the digests were settled.
+            let _ = hashing.join();
+        }
+    }
+}
+
+/// The hashing thread: frames into their streams' hashers until the sink drops.
+fn hash_batches(mut hashers: Vec<StreamHasher>, work: &Receiver<Work>, empties: &Sender<Vec<u8>>) {
+    // Bounded: one turn per batch or settle the sink sends.
+    while let Ok(next) = work.recv() {
+        match next {
+            Work::Frames(frames) => {
+                hash_frames(&mut hashers, &frames);
+                // The sink may be gone: then nobody wants it back.
+                let _ = empties.try_send(frames);
+            }
+            Work::Settle(reply) => {
+                let _ = reply.send(hashers.clone());
+            }
+        }
+    }
+}
+
+fn hash_frames(hashers: &mut [StreamHasher], frames: &[u8]) {
+    let mut at = 0;
+    // Bounded: each frame is at least a header long.
+    while at < frames.len() {
+        let stream = u16::from_le_bytes([frames[at], frames[at + 1]]);
+        let len = usize::from(frames[at + 2]);
+        let message = &frames[at + FRAME_HEADER_BYTES..at + FRAME_HEADER_BYTES + len];
+        hashers[usize::from(stream)].add(message);
+        at += FRAME_HEADER_BYTES + len;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::DigestSink;
+    use crate::types::{Alpha, Timestamp};
+
+    fn outputs(n: u32) -> Vec<(Option<AccountId>, ouch::Outbound, itch::Message)> {
+        (0..n)
+            .map(|i| {
+                let account = (i % 3 != 0).then_some(AccountId((i % 5) as u16));
+                let token = Alpha::from_str_padded(&format!("T{i}")).unwrap();
+                let reply = ouch::Outbound::Canceled(ouch::Canceled {
+                    timestamp: Timestamp(u64::from(i)),
+                    token,
+                    decrement: crate::types::Shares(i),
+                    reason: b'U',
+                });
+                let event = itch::Message {
+                    header: itch::Header {
+                        locate: 0,
+                        tracking: 0,
+                        timestamp: Timestamp(u64::from(i)),
+                    },
+                    body: itch::Body::SystemEvent { event: b'O' },
+                };
+                (account, reply, event)
+            })
+            .collect()
+    }
+
+    /// The same outputs hashed inline and on the thread give the same streams, across many
+    /// batches, settled midway and at the end, and the BinaryFILE written is the same.
+    #[test]
+    fn hashing_on_a_thread_equals_hashing_inline() {
+        let outputs = outputs(20_000); // ~600 KB of frames: ten batches and more
+        let (mut file_inline, mut file_thread) = (Vec::new(), Vec::new());
+        let mut inline = DigestSink::new(5, Some(&mut file_inline));
+        let mut fresh = vec![StreamHasher::default(); 6];
+        let mut thread = HashingSink::start(std::mem::take(&mut fresh), Some(&mut file_thread));
+        let mut midway = None;
+        for (i, (account, reply, event)) in outputs.iter().enumerate() {
+            for sink in [&mut inline as &mut dyn Sink, &mut thread] {
+                match account {
+                    Some(a) => sink.ouch(*a, reply),
+                    None => sink.itch(event),
+                }
+            }
+            if i == 7_777 {
+                midway = Some((thread.settle(), inline.itch.digest()));
+            }
+        }
+        let (mid_hashers, mid_itch) = midway.unwrap();
+        assert_eq!(mid_hashers[0].digest(), mid_itch, "settled midway");
+        let settled = thread.settle();
+        let want: Vec<_> = std::iter::once(&inline.itch).chain(&inline.ouch).collect();
+        assert_eq!(settled.len(), want.len());
+        for (got, want) in settled.iter().zip(want) {
+            assert_eq!(
+                (got.messages, got.bytes, got.digest()),
+                (want.messages, want.bytes, want.digest())
+            );
+        }
+        assert!(settled[0].messages > 0 && settled[1].messages > 0);
+        drop(thread);
+        drop(inline);
+        assert_eq!(file_inline, file_thread);
+    }
+}
