@@ -43,6 +43,26 @@ pub(crate) fn advise_huge_pages(start: *mut u8, bytes: usize) {
     let _ = unsafe { libc::madvise(start.add(head).cast(), whole, libc::MADV_HUGEPAGE) };
 }
 
+/// A pool of `count` empty buffers of `capacity` each, for two threads that hand batches
+/// to each other: the filling side takes a buffer from the receiver (waiting when all are
+/// out), the emptying side gives it back through the sender. Nothing is allocated per batch,
+/// and the buffers in flight are bounded by `count`.
+pub(crate) fn buffer_pool<T>(
+    count: usize,
+    capacity: usize,
+) -> (
+    crossbeam::channel::Sender<Vec<T>>,
+    crossbeam::channel::Receiver<Vec<T>>,
+) {
+    let (give_back, take) = crossbeam::channel::bounded(count);
+    for _ in 0..count {
+        give_back
+            .send(Vec::with_capacity(capacity))
+            .expect("room for every buffer");
+    }
+    (give_back, take)
+}
+
 /// Work of at least this many bytes is spread over the cores (smaller: one thread).
 pub(crate) const PARALLEL_BYTES_MIN: usize = 64 << 20;
 /// Threads of one start-up task, at most.

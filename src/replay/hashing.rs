@@ -50,12 +50,8 @@ impl<'w> HashingSink<'w> {
             "a stream number fits a frame"
         );
         let (work, work_rx) = bounded(BATCHES_IN_FLIGHT);
-        let (empty_tx, empties) = bounded(BATCHES_IN_FLIGHT + 2);
-        for _ in 0..BATCHES_IN_FLIGHT + 1 {
-            empty_tx
-                .send(Vec::with_capacity(BATCH_BYTES))
-                .expect("the receiver is held here");
-        }
+        // In flight, one being hashed, and one to fill while the sink's own is handed over.
+        let (empty_tx, empties) = crate::memory::buffer_pool(BATCHES_IN_FLIGHT + 2, BATCH_BYTES);
         let hashing = std::thread::Builder::new()
             .name("replay-digest".into())
             .spawn(move || hash_batches(hashers, &work_rx, &empty_tx))

@@ -93,12 +93,8 @@ impl InputsAhead {
     /// `read_seq` is the record before the reader's next. Starts the reading thread.
     pub fn new(reader: JournalReader, read_seq: u64, last_seq: u64) -> InputsAhead {
         let (batch_tx, batches) = bounded(BATCHES_IN_FLIGHT);
-        let (empties, empty_rx) = bounded(BATCHES_IN_FLIGHT + 2);
-        for _ in 0..BATCHES_IN_FLIGHT + 2 {
-            empties
-                .send(Vec::with_capacity(BATCH_INPUTS))
-                .expect("the receiver is held here");
-        }
+        // In flight, in the caller's hand, and one being filled.
+        let (empties, empty_rx) = crate::memory::buffer_pool(BATCHES_IN_FLIGHT + 2, BATCH_INPUTS);
         let reading = std::thread::Builder::new()
             .name("journal-read".into())
             .spawn(move || read_batches(reader, read_seq, last_seq, &batch_tx, &empty_rx))
