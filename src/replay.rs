@@ -752,6 +752,31 @@ mod tests {
             matches!(ahead.next(&hints), Ok(None)),
             "nothing after the error"
         );
+
+        // Without the bad record: every batch to the end, and the position is the last record.
+        let whole = tempfile::tempdir().unwrap();
+        journal_of(whole.path(), true, orders, None);
+        let reader = JournalReader::open(whole.path(), 1).unwrap();
+        let mut ahead = InputsAhead::new(reader, 0, u64::MAX);
+        let mut count = 0;
+        while ahead.next(&hints).unwrap().is_some() {
+            count += 1;
+        }
+        let mut reader = JournalReader::open(whole.path(), 1).unwrap();
+        let mut last = 0;
+        while let Some(r) = reader.next().unwrap() {
+            last = r.seq;
+        }
+        assert_eq!(
+            count,
+            orders + 3,
+            "start of day, the orders, the tick and end of day"
+        );
+        assert_eq!(
+            ahead.read_seq(),
+            last,
+            "read to the last record, a leader change"
+        );
     }
 
     /// Dropped before its end, the reader stops its thread: the drop returns (it joins).

@@ -25,8 +25,9 @@ const _: () = assert!(MESSAGE_BYTES_MAX <= u8::MAX as usize);
 enum Work {
     /// Frames, in the order their messages were output.
     Frames(Vec<u8>),
-    /// Every stream's hasher after the frames before (ITCH first, then the accounts').
-    Settle(Sender<Vec<StreamHasher>>),
+    /// Every stream's hasher after the frames before (ITCH first, then the accounts'),
+    /// answered on the thread's own reply channel.
+    Settle,
 }
 
 /// The sink of a digesting replay: encodes every output, writes the ITCH stream as a
@@ -37,6 +38,7 @@ pub(super) struct HashingSink<'w> {
     /// Hashed batches back from the hashing thread (nothing is allocated per batch).
     empties: Receiver<Vec<u8>>,
     hashing: Option<std::thread::JoinHandle<()>>,
+    settled: Receiver<Vec<StreamHasher>>,
     itch_out: Option<&'w mut dyn Write>,
     pub(super) write_error: Option<std::io::Error>,
 }
@@ -46,21 +48,23 @@ impl<'w> HashingSink<'w> {
     pub(super) fn start(hashers: Vec<StreamHasher>, itch_out: Option<&'w mut dyn Write>) -> Self {
         assert!(!hashers.is_empty(), "the ITCH stream at least");
         assert!(
-            hashers.len() <= usize::from(u16::MAX),
+            hashers.len() <= usize::from(u16::MAX) + 1,
             "a stream number fits a frame"
         );
         let (work, work_rx) = bounded(BATCHES_IN_FLIGHT);
         // In flight, one being hashed, and one to fill while the sink's own is handed over.
         let (empty_tx, empties) = crate::memory::buffer_pool(BATCHES_IN_FLIGHT + 2, BATCH_BYTES);
+        let (settled_tx, settled) = bounded(1);
         let hashing = std::thread::Builder::new()
             .name("replay-digest".into())
-            .spawn(move || hash_batches(hashers, &work_rx, &empty_tx))
+            .spawn(move || hash_batches(hashers, &work_rx, &empty_tx, &settled_tx))
             .expect("a thread for the digests");
         HashingSink {
             frames: Vec::with_capacity(BATCH_BYTES),
             work,
             empties,
             hashing: Some(hashing),
+            settled,
             itch_out,
             write_error: None,
         }
@@ -70,9 +74,8 @@ impl<'w> HashingSink<'w> {
     /// hashing thread to have hashed everything before.
     pub(super) fn settle(&mut self) -> Vec<StreamHasher> {
         self.hand_over();
-        let (reply, answer) = bounded(1);
-        let settled = self.work.send(Work::Settle(reply)).ok();
-        match settled.and_then(|()| answer.recv().ok()) {
+        let sent = self.work.send(Work::Settle).ok();
+        match sent.and_then(|()| self.settled.recv().ok()) {
             Some(hashers) => hashers,
             None => self.hashing_failed(),
         }
@@ -157,7 +160,12 @@ impl Drop for HashingSink<'_> {
 }
 
 /// The hashing thread: frames into their streams' hashers until the sink drops.
-fn hash_batches(mut hashers: Vec<StreamHasher>, work: &Receiver<Work>, empties: &Sender<Vec<u8>>) {
+fn hash_batches(
+    mut hashers: Vec<StreamHasher>,
+    work: &Receiver<Work>,
+    empties: &Sender<Vec<u8>>,
+    settled: &Sender<Vec<StreamHasher>>,
+) {
     // Bounded: one turn per batch or settle the sink sends.
     while let Ok(next) = work.recv() {
         match next {
@@ -166,8 +174,8 @@ fn hash_batches(mut hashers: Vec<StreamHasher>, work: &Receiver<Work>, empties: 
                 // The sink may be gone: then nobody wants it back.
                 let _ = empties.try_send(frames);
             }
-            Work::Settle(reply) => {
-                let _ = reply.send(hashers.clone());
+            Work::Settle => {
+                let _ = settled.send(hashers.clone());
             }
         }
     }
@@ -251,5 +259,38 @@ mod tests {
         drop(thread);
         drop(inline);
         assert_eq!(file_inline, file_thread);
+    }
+
+    /// A panic on the hashing thread while a settle waits reaches the caller (it hung: the
+    /// reply's sender sat in the closed channel's buffer, found by a second reading).
+    #[test]
+    fn a_panic_on_the_hashing_thread_reaches_the_settle() {
+        let (done, verdict) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let settled = std::panic::catch_unwind(|| {
+                // The ITCH stream only: an account's frame (stream 1) panics the thread.
+                let mut sink = HashingSink::start(vec![StreamHasher::default()], None);
+                let (_, reply, event) = outputs(1).remove(0);
+                for _ in 0..20_000 {
+                    sink.itch(&event);
+                }
+                sink.ouch(AccountId(0), &reply);
+                sink.settle()
+            });
+            let _ = done.send(settled.is_err());
+        });
+        match verdict.recv_timeout(std::time::Duration::from_secs(10)) {
+            Ok(panicked) => assert!(panicked, "settle returned hashers after a panic"),
+            Err(_) => panic!("settle still waits 10 s after the hashing thread panicked"),
+        }
+    }
+
+    /// A venue of 65,535 accounts (the most `Venue` allows) has a stream number for each.
+    #[test]
+    fn the_largest_venue_has_a_stream_number_for_every_account() {
+        let mut sink = HashingSink::start(vec![StreamHasher::default(); 65_536], None);
+        let (_, reply, _) = outputs(1).remove(0);
+        sink.ouch(AccountId(65_534), &reply);
+        assert_eq!(sink.settle()[65_535].messages, 1);
     }
 }

@@ -172,8 +172,10 @@ impl InputsAhead {
         }
     }
 
-    /// Sequence number of the last record read (inputs and leader changes), which may be up
-    /// to [`LOOKAHEAD_INPUTS`] inputs past the last one handed out.
+    /// Sequence number of the last record read (inputs and leader changes) as of the last
+    /// batch received: up to a batch and [`LOOKAHEAD_INPUTS`] inputs (and the leader changes
+    /// among them) past the last input handed out; once `next` has returned `None`, the last
+    /// record through `last_seq` (or the journal's end).
     pub fn read_seq(&self) -> u64 {
         self.read_seq
     }
