@@ -27,6 +27,7 @@ pub const LOOKAHEAD_INPUTS: usize = 8;
 const BATCH_INPUTS: usize = 256;
 /// Batches filled and not yet taken, at most: the reading thread waits (parks) beyond them.
 const BATCHES_IN_FLIGHT: usize = 4;
+
 /// Whom the inputs are decoded ahead for.
 pub trait Prefetch {
     /// An input was taken, [`LOOKAHEAD_INPUTS`] before its apply.
