@@ -288,11 +288,15 @@ fn a_member_that_stops_reading_is_bounded_and_never_blocks() {
     authenticate_as_member_2(&mut stream, &addresses);
     send_once_connected(&mut first, &append(1, 2, 1));
     let dropped_before = first.stats().dropped_outbound.load(Ordering::Relaxed);
+    // Made once: building 2,000 of them inside the timed loop took most of its 5 s in the
+    // debug build on a loaded CI machine (4.9 s in one run, 5.3 s in the next: a failure
+    // that said nothing about blocking). A clone shares the entry's bytes.
+    let large = append(1, 2, 100_000);
     let started = Instant::now();
     let sends = 2_000;
     let queued = (0..sends)
         .filter(|_| {
-            let queued = first.send(append(1, 2, 100_000), 0);
+            let queued = first.send(large.clone(), 0);
             first.flush();
             queued
         })
