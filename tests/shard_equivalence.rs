@@ -620,7 +620,7 @@ struct Run {
 
 fn digests(venue: &Venue, outputs: &[Output]) -> Vec<String> {
     use bourse::exchange::Sink;
-    let mut d = DigestSink::new(venue.accounts.len(), None);
+    let mut d = DigestSink::new(venue.accounts.len());
     for o in outputs {
         match o {
             Output::Ouch(a, m) => d.ouch(*a, m),
@@ -1068,7 +1068,7 @@ fn replay_logs_through_the_split_pipeline() {
                     None => Split::new(&venue, shards).unwrap(),
                     Some(s) => Split::shuffled(&venue, shards, s).unwrap(),
                 };
-                let mut sink = DigestSink::new(venue.accounts.len(), None);
+                let mut sink = DigestSink::new(venue.accounts.len());
                 for i in &inputs {
                     p.apply(i, &mut sink);
                 }

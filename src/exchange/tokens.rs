@@ -23,10 +23,10 @@
 //! array (one cache line for a miss, the common case: every new order's token). Four bytes a
 //! bucket, not eight: the index is most of a table's memory (sized by the limit, not by the
 //! tokens used), and a restart populates all of it (see [`BucketCode`]). A voided token
-//! leaves by backward shift, so no tombstones accumulate. The slot array is plain `#[repr(C)]` data: a state
-//! snapshot writes it as it is in memory and a restore copies it back in one go
-//! ([`TokenTable::image`], [`TokenTable::restore_image`]), rebuilding the index in one pass
-//! with prefetching instead of a lookup and an insert per token.
+//! leaves by backward shift, so no tombstones accumulate. The slot array is plain
+//! `#[repr(C)]` data: a state snapshot writes it as it is in memory and a restore copies it
+//! back in one go ([`TokenTable::image`], [`TokenTable::restore_image`]), rebuilding the
+//! index in one pass with prefetching instead of a lookup and an insert per token.
 
 use crate::memory::{
     Unresident, advise_huge_pages, on_cores, populate_write, prefetch_line, whole_pages,

@@ -1,6 +1,6 @@
 //! The journal read back as inputs, read and decoded on a thread of their own (replay and
 //! recovery) and handed over in batches, while the caller applies them: on two cores the
-//! reading (the records' walk, their decoding, ~a quarter of a replay's CPU) overlaps the
+//! reading (the records' walk and decoding, ~18% of a replay's CPU samples) overlaps the
 //! apply. The apply side keeps [`LOOKAHEAD_INPUTS`] inputs in hand and warms the cache for
 //! each as it takes it ([`crate::exchange::Exchange::prefetch`]) and again halfway to its
 //! apply ([`crate::exchange::Exchange::prefetch_deeper`]), so the token lookups of a day's
