@@ -439,7 +439,7 @@ pub fn replay_with(
             && let Streams::Digest(d) = &mut streams
         {
             let encode_started = std::time::Instant::now();
-            let snap = take(&exchange, d, inputs, input.timestamp, header_digest);
+            let snap = take(dir, &exchange, d, inputs, input.timestamp, header_digest)?;
             snapshot_encode_max = snapshot_encode_max.max(encode_started.elapsed());
             let (_, bytes) = snapshot::write_atomic(dir, &snap).map_err(ReplayError::Io)?;
             snapshot_bytes_max = snapshot_bytes_max.max(bytes);
@@ -529,25 +529,35 @@ fn resume<'w>(
 
 /// A snapshot of the replay's state after `inputs` inputs, the last journaled at `timestamp`.
 fn take(
+    dir: &Path,
     exchange: &Exchange,
     sink: &mut HashingSink<'_>,
     inputs: u64,
     timestamp: Timestamp,
     header_digest: [u8; 32],
-) -> Snapshot {
+) -> Result<Snapshot, ReplayError> {
+    let last_seq = exchange.last_seq();
+    let record_fingerprint =
+        snapshot::record_fingerprint(dir, last_seq, Some(timestamp)).map_err(|error| {
+            ReplayError::Record {
+                seq: last_seq,
+                error,
+            }
+        })?;
     let mut state = Vec::new();
     exchange
         .save_state(&mut state)
         .expect("writing into memory");
     let streams = sink.settle().iter().map(StreamHasher::position).collect();
-    Snapshot {
-        last_seq: exchange.last_seq(),
+    Ok(Snapshot {
+        last_seq,
         inputs,
         timestamp,
+        record_fingerprint,
         header_digest,
         streams,
         state,
-    }
+    })
 }
 
 #[cfg(test)]

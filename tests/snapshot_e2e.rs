@@ -266,3 +266,63 @@ fn a_killed_daemon_with_a_torn_tail_restarts_from_its_snapshot() {
     assert_eq!((after.last_seq, after.torn_tail), (torn.last_seq, None));
     check_restarted(venue, &first, &tail, &journal);
 }
+
+fn cancel(token: &str) -> Inbound {
+    Inbound::Cancel(bourse::wire::ouch::CancelOrder {
+        token: bourse::types::Alpha::from_str_padded(token).unwrap(),
+        shares: bourse::types::Shares(0),
+    })
+}
+
+/// A snapshot of records that were later cut from the journal and written again with other
+/// inputs is never restored: it holds the state of inputs the journal no longer has. Records
+/// are cut by an operator (`truncate_after`, `--truncate-corrupt-tail`), by a standby that
+/// was the old primary, or by a machine crash that loses `async` mode's unsynced pages after
+/// the snapshot file was synced. Here the day goes on after the cut without snapshots (so
+/// none overwrites the stale one), past the stale snapshot's record; the restart after that
+/// must not resume from it. Without the check it did, and forgot every order of the records
+/// it covered (the Cancel of `N0` below went unanswered).
+#[test]
+fn a_snapshot_of_records_cut_and_written_again_is_never_restored() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_snapshots = config_text(dir.path(), "[snapshot]\nevery_inputs = 7\nkeep = 3\n");
+    // Records: 1 the start of day, 2..=21 Alice's R0..R19, 22 TAIL; snapshots at 7, 14, 21.
+    let (_, _, day) = orders_snapshots_tail_kill9(dir.path(), &with_snapshots);
+    let stale = bourse::snapshot::list(&day)[0].0;
+    assert!(stale >= 14, "a snapshot after the cut below: {stale}");
+    bourse::journal::truncate_after(&day, 10).expect("cut back to record 10");
+    // Records 11..=25 become N0..N14: other orders, resting on the other side.
+    let plain = config_text(dir.path(), "");
+    let venue = Venue::start(dir.path(), &plain);
+    let mut alice =
+        OuchClient::login(venue.gateway, "ALICE", "alicepw", "", 0, TIMEOUT).expect("login");
+    for i in 0..15u32 {
+        alice
+            .send(&enter(&format!("N{i}"), b'S', 100, 200_000 + i * 100))
+            .unwrap();
+    }
+    alice.recv_messages(15, TIMEOUT).unwrap();
+    drop(alice);
+    assert!(venue.stop().success());
+    assert_eq!(bourse::journal::verify(&day).unwrap().last_seq, 25);
+    assert!(bourse::snapshot::list(&day).iter().any(|s| s.0 == stale));
+
+    let venue = Venue::start(dir.path(), &plain);
+    let mut alice =
+        OuchClient::login(venue.gateway, "ALICE", "alicepw", "", 0, TIMEOUT).expect("login");
+    alice.send(&cancel("N0")).unwrap();
+    let canceled = alice.recv_messages(1, TIMEOUT);
+    assert!(
+        matches!(
+            canceled.as_deref(),
+            Ok([(_, bourse::wire::ouch::Outbound::Canceled(_))])
+        ),
+        "N0 (record 11) rests: {canceled:?}"
+    );
+    drop(alice);
+    assert!(venue.stop().success());
+    let journal = dir.path().join("journal");
+    let (full, _) = digests(&journal, false);
+    let (resumed, _) = digests(&journal, true);
+    assert_eq!(resumed, full, "bourse replay --from-snapshot");
+}

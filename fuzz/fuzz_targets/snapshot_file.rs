@@ -35,6 +35,7 @@ fuzz_target!(|data: &[u8]| {
         last_seq,
         inputs: last_seq.min(u64::from(*seq_lo)),
         timestamp: Timestamp(9),
+        record_fingerprint: u32::from(*want),
         header_digest: HEADER_DIGEST,
         streams,
         state: state.to_vec(),

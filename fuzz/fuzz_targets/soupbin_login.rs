@@ -20,11 +20,13 @@ fuzz_target!(|data: &[u8]| {
             username: "BRKR01".into(),
             password: "secret".into(),
             firm: "FRM1".into(),
+            ..AccountConfig::default()
         },
         AccountConfig {
             username: "ALICE".into(),
             password: "alicepw".into(),
             firm: "FRMA".into(),
+            ..AccountConfig::default()
         },
     ];
     let session = SessionId::new("BOURSE0001").unwrap();

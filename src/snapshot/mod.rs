@@ -7,7 +7,14 @@
 //! holds
 //!
 //! - the record it follows: `last_seq`, the inputs applied (leader changes are records, not
-//!   inputs) and that record's timestamp;
+//!   inputs), that record's timestamp and its **fingerprint** (CRC32C of its number,
+//!   timestamp, kind and payload, read back from the journal when the file is written). A
+//!   journal can lose records after a snapshot and be written on with other inputs under the
+//!   same numbers: an operator's cut back (`truncate_after`, `--truncate-corrupt-tail`), a
+//!   standby that was the old primary, a cluster member's uncommitted tail, or a machine crash
+//!   that loses `async` mode's unsynced pages after the snapshot file was synced. A snapshot
+//!   is used only while the journal's record `last_seq` is still the one it followed;
+//!   otherwise it holds inputs the journal no longer has, and is skipped;
 //! - the SHA-256 of the day header (venue, sessions): a snapshot of another day or venue is
 //!   never used;
 //! - every output stream's position (ITCH first, then each account's OUCH in config order):
@@ -38,7 +45,8 @@ use std::path::{Path, PathBuf};
 /// The directory of a trading day's snapshots (the journal allows this one name beside its
 /// segments).
 pub const DIR_NAME: &str = "snapshots";
-const MAGIC: &[u8; 16] = b"bourse-snapshot2";
+/// Version 3 added the record's fingerprint (a version 2 file is skipped: a full replay).
+const MAGIC: &[u8; 16] = b"bourse-snapshot3";
 /// Bytes covered by each CRC32C of the body.
 const CHUNK_BYTES: usize = 1 << 20;
 /// After the chunk checksums: the body's length (u64) and the CRC32C of the checksums and
@@ -76,6 +84,8 @@ pub struct Snapshot<State = Vec<u8>> {
     pub inputs: u64,
     /// The timestamp of record `last_seq`.
     pub timestamp: Timestamp,
+    /// [`record_fingerprint`] of record `last_seq`.
+    pub record_fingerprint: u32,
     /// SHA-256 of the day header's encoding.
     pub header_digest: [u8; 32],
     /// ITCH first, then every account's OUCH in config order.
@@ -147,6 +157,7 @@ impl<S: AsRef<[u8]>> Snapshot<S> {
         out.extend_from_slice(&self.last_seq.to_le_bytes());
         out.extend_from_slice(&self.inputs.to_le_bytes());
         out.extend_from_slice(&self.timestamp.0.to_le_bytes());
+        out.extend_from_slice(&self.record_fingerprint.to_le_bytes());
         out.extend_from_slice(&self.header_digest);
         out.extend_from_slice(&(self.streams.len() as u32).to_le_bytes());
         for s in &self.streams {
@@ -194,6 +205,7 @@ impl<S> Snapshot<S> {
             last_seq: self.last_seq,
             inputs: self.inputs,
             timestamp: self.timestamp,
+            record_fingerprint: self.record_fingerprint,
             header_digest: self.header_digest,
             streams: self.streams.clone(),
             state,
@@ -223,6 +235,7 @@ impl Snapshot {
         let last_seq = r.u64()?;
         let inputs = r.u64()?;
         let timestamp = Timestamp(r.u64()?);
+        let record_fingerprint = r.u32()?;
         let header_digest: [u8; 32] = r.take(32)?.try_into().expect("32 bytes");
         let count = r.u32()?;
         if count == 0 || count > STREAMS_MAX {
@@ -248,6 +261,7 @@ impl Snapshot {
             last_seq,
             inputs,
             timestamp,
+            record_fingerprint,
             header_digest,
             streams,
             state: (),
@@ -392,6 +406,43 @@ pub fn prune(journal_dir: &Path, keep: usize) {
     }
 }
 
+/// The fingerprint of journal record `seq` in `journal_dir`: CRC32C of its number, timestamp,
+/// kind and payload (what a snapshot following it records, and what a restore compares).
+/// `timestamp`, when given, must be the record's (a writer checks it read the record its
+/// state followed).
+pub fn record_fingerprint(
+    journal_dir: &Path,
+    seq: u64,
+    timestamp: Option<Timestamp>,
+) -> Result<u32, String> {
+    let mut reader = crate::journal::JournalReader::open(journal_dir, seq)
+        .map_err(|e| format!("cannot read record {seq}: {e}"))?;
+    let record = reader
+        .next()
+        .map_err(|e| format!("cannot read record {seq}: {e}"))?
+        .ok_or_else(|| format!("the journal has no record {seq}"))?;
+    if record.seq != seq || timestamp.is_some_and(|t| t != record.timestamp) {
+        return Err(format!("the journal's record {seq} is another one"));
+    }
+    let mut crc = crc32c::crc32c(&record.seq.to_le_bytes());
+    crc = crc32c::crc32c_append(crc, &record.timestamp.0.to_le_bytes());
+    crc = crc32c::crc32c_append(crc, &[record.kind]);
+    Ok(crc32c::crc32c_append(crc, record.payload))
+}
+
+/// Is the journal's record `last_seq` still the one `snapshot` followed? ([`load_latest`]
+/// checks it; a caller of [`peek_newest`] checks it in its `peek`.)
+pub fn still_follows(journal_dir: &Path, snapshot: &Snapshot<()>) -> Result<(), String> {
+    let seq = snapshot.last_seq;
+    let found = record_fingerprint(journal_dir, seq, None)?;
+    if found != snapshot.record_fingerprint {
+        return Err(format!(
+            "the journal's record {seq} is not the one it followed (cut and written again since)"
+        ));
+    }
+    Ok(())
+}
+
 /// The newest snapshot of this day that checks: its file's checksum and framing, the day
 /// header, `last_seq <= through` (records the journal holds), and `accept` (the caller's
 /// check, e.g. that the state restores). Each one skipped is logged with why; `None` means a
@@ -416,6 +467,7 @@ pub fn load_latest<T>(
             if s.header_digest != *header_digest {
                 return Err("another day or venue definition".into());
             }
+            still_follows(journal_dir, &s.without_state())?;
             let built = accept(&s)?;
             Ok((s.without_state(), built))
         });
@@ -578,6 +630,7 @@ mod tests {
             last_seq: 42,
             inputs: 40,
             timestamp: Timestamp(7),
+            record_fingerprint: 0x5eed_f00d,
             header_digest: header_digest(b"day"),
             streams: vec![
                 StreamPosition {
@@ -645,18 +698,44 @@ mod tests {
         assert!(Snapshot::decode(&longer).is_err());
     }
 
+    /// A journal of records `1..=count` (opaque kind 9), the timestamp of record n being
+    /// `stamp + n`.
+    fn journal_of(dir: &Path, count: u64, stamp: u64) {
+        use crate::journal::{Durability, JournalConfig, JournalWriter, NANOS_PER_DAY};
+        let config = JournalConfig {
+            segment_bytes: 1 << 20,
+            max_payload_bytes: 64 << 10,
+            durability: Durability::Async,
+            ..JournalConfig::new(dir)
+        };
+        let (mut writer, report) =
+            JournalWriter::open_or_create(config, 20_000 * NANOS_PER_DAY).unwrap();
+        for n in report.last_seq + 1..=count {
+            writer
+                .append(Timestamp(stamp + n), 9, &n.to_le_bytes())
+                .unwrap();
+        }
+        writer.flush().unwrap();
+    }
+
+    /// A snapshot following record `seq` of the journal in `day` as it is now.
+    fn following(day: &Path, seq: u64) -> Snapshot {
+        Snapshot {
+            last_seq: seq,
+            inputs: seq,
+            record_fingerprint: record_fingerprint(day, seq, None).unwrap(),
+            ..sample()
+        }
+    }
+
     #[test]
     fn the_newest_valid_snapshot_is_loaded_damaged_ones_skipped() {
         let temp = tempfile::tempdir().unwrap();
         let day = temp.path();
+        journal_of(day, 40, 1_000);
         let digest = header_digest(b"day");
         for seq in [10u64, 20, 30] {
-            let s = Snapshot {
-                last_seq: seq,
-                inputs: seq,
-                ..sample()
-            };
-            write_atomic(day, &s).unwrap();
+            write_atomic(day, &following(day, seq)).unwrap();
         }
         let pick =
             |through| load_latest(day, &digest, through, |_| Ok(())).map(|(s, ())| s.last_seq);
@@ -673,6 +752,37 @@ mod tests {
         assert!(load_latest(day, &header_digest(b"other"), 100, |_| Ok(())).is_none());
         prune(day, 1);
         assert_eq!(list(day).len(), 1);
+    }
+
+    /// The journal cut back behind a snapshot and written on with other records under the same
+    /// numbers: the snapshot follows a record the journal no longer has, and is skipped for an
+    /// older one (whose record is intact), by a restore and by a peek alike.
+    #[test]
+    fn a_snapshot_of_records_cut_and_written_again_is_skipped() {
+        let temp = tempfile::tempdir().unwrap();
+        let day = temp.path();
+        journal_of(day, 40, 1_000);
+        let digest = header_digest(b"day");
+        for seq in [10u64, 30] {
+            write_atomic(day, &following(day, seq)).unwrap();
+        }
+        let pick =
+            |through| load_latest(day, &digest, through, |_| Ok(())).map(|(s, ())| s.last_seq);
+        let peek = || {
+            let follows = |head: &Snapshot<()>, _: &[u8]| still_follows(day, head).ok();
+            peek_newest(day, &digest, 0, follows).map(|(s, ())| s.last_seq)
+        };
+        assert_eq!((pick(40), peek()), (Some(30), Some(30)));
+        crate::journal::truncate_after(day, 20).unwrap();
+        assert_eq!(pick(20), Some(10), "record 30 is gone");
+        // Records 21..=40 again, stamped later (another run's clock).
+        journal_of(day, 40, 5_000);
+        assert_eq!(pick(40), Some(10), "record 30 is another one now");
+        assert_eq!(peek(), Some(10));
+        // A snapshot's own check of the record it follows: the writer reads it back.
+        assert!(record_fingerprint(day, 30, Some(Timestamp(1_030))).is_err());
+        assert!(record_fingerprint(day, 30, Some(Timestamp(5_030))).is_ok());
+        assert!(record_fingerprint(day, 41, None).is_err());
     }
 
     #[test]

@@ -211,10 +211,14 @@ fn write_one(
         }
         positions.push(hasher.position());
     }
+    // The record the state followed, read back (and checked: its timestamp is the job's).
+    let record_fingerprint =
+        super::record_fingerprint(&setup.journal_dir, job.last_seq, Some(job.timestamp))?;
     let snapshot = Snapshot {
         last_seq: job.last_seq,
         inputs: job.inputs,
         timestamp: job.timestamp,
+        record_fingerprint,
         header_digest: setup.header_digest,
         streams: positions,
         // Written from the buffer as it is (a busy day's state is gigabytes): no copy.
