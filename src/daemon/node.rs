@@ -78,8 +78,11 @@ pub struct Node<C: Clock, F: FeedOut> {
     journal_dir: PathBuf,
     /// Latency and flush timings for the metrics endpoint (off: records nothing).
     pub(crate) probe: super::metrics::Probe,
-    /// State snapshots (`[snapshot]`): a venue alone in the compact layout.
+    /// State snapshots (`[snapshot]`): the compact layout (a venue alone, a cluster member).
     state_snapshots: Option<SnapshotWriter>,
+    /// Inputs applied so far: journal records other than leader changes (a venue alone
+    /// journals none, so there it is the last sequence number).
+    inputs: u64,
 }
 
 impl<C: Clock, F: FeedOut> Node<C, F> {
@@ -119,10 +122,13 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         Ok(node)
     }
 
-    /// Start the snapshot writer (`[snapshot]`) of a venue alone. The state is encoded on
-    /// this thread after the input a snapshot is due at (the pause, logged with each
-    /// snapshot); hashing the streams and writing the file happen on the writer's thread.
-    /// The sharded layout keeps its state on the shard threads: it writes none.
+    /// Start the snapshot writer (`[snapshot]`) of a venue alone or a cluster member. The
+    /// state is encoded on this thread after the input a snapshot is due at (the pause,
+    /// logged with each snapshot); hashing the streams and writing the file happen on the
+    /// writer's thread. A cluster member's writer writes only once the record is released,
+    /// i.e. committed (a leader's inputs are applied before their commit, and a deposed
+    /// leader's uncommitted records are cut and written again by its successor). The sharded
+    /// layout keeps its state on the shard threads: it writes none.
     fn start_state_snapshots(&mut self, config: &Config) -> Result<(), String> {
         let c = &config.snapshot;
         let schedule = crate::snapshot::Schedule::new(c.every_inputs, c.every_seconds);
@@ -135,6 +141,11 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         }
         let mut streams = vec![self.itch_reader.clone()];
         streams.extend(self.ouch_readers.iter().cloned());
+        let committed = config.is_clustered().then(|| {
+            let shared = Arc::clone(&self.shared);
+            let released = move || shared.released_seq.load(Ordering::Acquire);
+            Box::new(released) as crate::snapshot::writer::Committed
+        });
         let setup = crate::snapshot::writer::WriterSetup {
             journal_dir: self.journal_dir.clone(),
             header_digest: crate::snapshot::header_digest(&self.header.encode()),
@@ -142,11 +153,12 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
             keep: c.keep.max(1) as usize,
             schedule,
             buffer_bytes: limits::SNAPSHOT_BUFFER_BYTES,
+            committed,
         };
         let mut writer = SnapshotWriter::start(setup)
             .map_err(|e| format!("cannot start the snapshot writer: {e}"))?;
-        // The points are the journal's: count on from its last record.
-        writer.start_at(self.last_seq(), self.recovery.last_timestamp);
+        // The points are the journal's: count on from its last input.
+        writer.start_at(self.inputs, self.recovery.last_timestamp);
         self.state_snapshots = Some(writer);
         Ok(())
     }
@@ -158,14 +170,13 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         let Some(writer) = &mut self.state_snapshots else {
             return;
         };
-        if !writer.due(seq, timestamp) {
+        if !writer.due(self.inputs, timestamp) {
             return;
         }
         let Pipeline::Inline { exchange, out } = &self.pipeline else {
             return;
         };
-        // A venue alone journals no leader changes: every record is an input.
-        writer.take(seq, seq, timestamp, out.stream_counts(), |buffer| {
+        writer.take(seq, self.inputs, timestamp, out.stream_counts(), |buffer| {
             exchange.save_state(buffer)
         });
     }
@@ -209,7 +220,7 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         // A cluster's journal is `journal.dir` itself (the single-journal layout: a cluster does
         // not roll over to a new trading day by itself).
         let dir = config.journal.dir.clone();
-        Opened::build(
+        let mut node = Opened::build(
             config,
             dir,
             clock,
@@ -218,7 +229,9 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
             Layout::Compact,
             progress,
         )?
-        .into_node(config)
+        .into_node(config)?;
+        node.start_state_snapshots(config)?;
+        Ok(node)
     }
 
     /// A member stopped leading with inputs applied past the commit index: rebuild the state
@@ -240,9 +253,15 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         self.ouch_readers = parts.ouch_readers;
         self.itch_reader = parts.itch_reader;
         self.day_started = parts.day_started;
+        self.inputs = parts.inputs;
         self.batch_end_seq = through;
         self.released_seq = through;
         self.unreleased.clear();
+        // The writer reads the old streams and may hold a snapshot of inputs just cut: it
+        // stops (dropping what it has not written) and starts again on the new streams.
+        if self.state_snapshots.take().is_some() {
+            self.start_state_snapshots(config)?;
+        }
         Ok(())
     }
 
@@ -286,6 +305,8 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
             timestamp,
             command,
         });
+        self.inputs += 1;
+        self.state_snapshot_if_due(seq, timestamp);
         Ok(())
     }
 
@@ -441,6 +462,7 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         };
         let outcome = self.pipeline.apply(&input);
         self.probe.matched();
+        self.inputs += 1;
         self.state_snapshot_if_due(seq, timestamp);
         Some(outcome)
     }
@@ -694,6 +716,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
         // The journal's last timestamp now (the snapshot schedule counts time from it).
         self.report.last_timestamp = timestamp;
         state.day_started = true;
+        state.inputs += 1;
         let input = Input {
             seq,
             timestamp,
@@ -741,6 +764,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             journal_dir: dir,
             probe: super::metrics::Probe::off(),
             state_snapshots: None,
+            inputs: parts.inputs,
         })
     }
 }
@@ -756,6 +780,8 @@ struct Replayed<F: FeedOut> {
     itch_reader: StreamReader,
     /// A start-of-day record was applied.
     day_started: bool,
+    /// Inputs applied (records other than leader changes).
+    inputs: u64,
 }
 
 /// What a node keeps of a [`Replayed`] beside its pipeline.
@@ -765,6 +791,7 @@ struct Parts {
     ouch_readers: Vec<StreamReader>,
     itch_reader: StreamReader,
     day_started: bool,
+    inputs: u64,
 }
 
 impl<F: FeedOut> Replayed<F> {
@@ -787,6 +814,7 @@ impl<F: FeedOut> Replayed<F> {
             Layout::Compact if through > 0 => resume_from_snapshot(dir, through, &header),
             _ => None,
         };
+        let resumed_inputs = resumed.as_ref().map_or(0, |r| r.inputs);
         let (ouch_writers, ouch_readers, itch, itch_reader, from_seq, mut core) = match resumed {
             Some(r) => {
                 let core = Replaying::Compact(Box::new(r.exchange));
@@ -833,8 +861,9 @@ impl<F: FeedOut> Replayed<F> {
             .or(built)
             .expect("a state from a snapshot or fresh");
         let mut day_started = !fresh;
+        let mut inputs = resumed_inputs;
         if through > 0 {
-            day_started |= replay_journal(
+            let (started, applied) = replay_journal(
                 dir,
                 from_seq,
                 through,
@@ -843,6 +872,8 @@ impl<F: FeedOut> Replayed<F> {
                 &mut streams,
                 &mut progress,
             )?;
+            day_started |= started;
+            inputs += applied;
             // What the journal holds is durable (a cluster's: committed): release it all.
             core.marker(Marker::BatchEnd { seq: through }, &mut streams);
             core.marker(Marker::Release { seq: through }, &mut streams);
@@ -859,6 +890,7 @@ impl<F: FeedOut> Replayed<F> {
             ouch_readers,
             itch_reader,
             day_started,
+            inputs,
         })
     }
 
@@ -872,6 +904,7 @@ impl<F: FeedOut> Replayed<F> {
             ouch_readers,
             itch_reader,
             day_started,
+            inputs,
         } = self;
         let pipeline = match core {
             Replaying::Compact(exchange) => Pipeline::Inline {
@@ -897,6 +930,7 @@ impl<F: FeedOut> Replayed<F> {
             ouch_readers,
             itch_reader,
             day_started,
+            inputs,
         };
         Ok((pipeline, parts))
     }
@@ -913,6 +947,8 @@ struct ReopenedStreams {
 /// A state restored from the newest valid snapshot, with its streams.
 struct Resumed {
     last_seq: u64,
+    /// Inputs among records `1..=last_seq`.
+    inputs: u64,
     exchange: Exchange,
     streams: ReopenedStreams,
 }
@@ -993,8 +1029,8 @@ fn resume_from_snapshot(dir: &Path, through: u64, header: &DayHeader) -> Option<
     }
     let digest = crate::snapshot::header_digest(&header.encode());
     let (s, (exchange, streams)) = crate::snapshot::load_latest(dir, &digest, through, |s| {
-        if s.inputs != s.last_seq || s.streams.len() != header.venue.accounts.len() + 1 {
-            return Err("not a snapshot of a venue alone with these accounts".into());
+        if s.streams.len() != header.venue.accounts.len() + 1 {
+            return Err("not a snapshot of a venue with these accounts".into());
         }
         // The stores first: they are quick to check, the state is gigabytes on a busy day.
         // (Cutting them to this snapshot is safe if it is refused below: an older one cuts
@@ -1012,6 +1048,7 @@ fn resume_from_snapshot(dir: &Path, through: u64, header: &DayHeader) -> Option<
     tracing::info!(last_seq = s.last_seq, "restarting from a state snapshot");
     Some(Resumed {
         last_seq: s.last_seq,
+        inputs: s.inputs,
         exchange,
         streams,
     })
@@ -1126,9 +1163,9 @@ fn truncate_damaged_tail(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Apply journal records `1..=last_seq` to `core`; leader changes (a cluster's) are counted,
-/// not applied. Returns whether a start of day was among them (a cluster member may have
-/// none committed yet).
+/// Apply journal records `from_seq..=last_seq` to `core`; leader changes (a cluster's) are
+/// counted, not applied. Returns whether a start of day was among them (a cluster member may
+/// have none committed yet) and how many inputs were applied.
 fn replay_journal<F: FeedOut>(
     dir: &std::path::Path,
     from_seq: u64,
@@ -1137,9 +1174,9 @@ fn replay_journal<F: FeedOut>(
     core: &mut Replaying,
     streams: &mut Streams<F>,
     progress: &mut impl FnMut(u64, u64),
-) -> Result<bool, String> {
+) -> Result<(bool, u64), String> {
     if from_seq > last_seq {
-        return Ok(false);
+        return Ok((false, 0));
     }
     let mut reader = JournalReader::open(dir, from_seq).map_err(|e| e.to_string())?;
     let mut read_seq = from_seq - 1;
@@ -1166,6 +1203,7 @@ fn replay_journal<F: FeedOut>(
         core.apply(&input, streams);
         applied_day_start = true;
     }
+    let mut applied = u64::from(applied_day_start);
     let mut inputs = InputsAhead::new(reader, read_seq, last_seq);
     let failed = |e| match e {
         AheadError::Journal(e) => e.to_string(),
@@ -1175,6 +1213,7 @@ fn replay_journal<F: FeedOut>(
     let mut report_at = (read_seq / PROGRESS_RECORDS + 1) * PROGRESS_RECORDS;
     while let Some(input) = inputs.next(core).map_err(failed)? {
         core.apply(&input, streams);
+        applied += 1;
         // Every 65,536 records, leader changes counted (one may sit on the multiple).
         if input.seq >= report_at {
             progress(input.seq, last_seq);
@@ -1188,7 +1227,7 @@ fn replay_journal<F: FeedOut>(
             "journal replay read through record {done}, recovery counted {last_seq}"
         ));
     }
-    Ok(applied_day_start)
+    Ok((applied_day_start, applied))
 }
 
 /// The first record that is not a leader change starts the day, with this config's venue.

@@ -51,6 +51,10 @@ pub struct SnapshotWriter {
     thread: Option<JoinHandle<()>>,
 }
 
+/// The last record that may be snapshotted, read on the writer's thread: a cluster member's
+/// released (hence committed) record.
+pub type Committed = Box<dyn Fn() -> u64 + Send>;
+
 /// Where and what the writer thread writes.
 pub struct WriterSetup {
     pub journal_dir: PathBuf,
@@ -61,6 +65,9 @@ pub struct WriterSetup {
     pub schedule: Schedule,
     /// Bytes reserved for the encoded state at start-up.
     pub buffer_bytes: usize,
+    /// A snapshot is written only once its record is at or below this (waited for like the
+    /// streams); `None`: at once (a venue alone: its journal is the truth as written).
+    pub committed: Option<Committed>,
 }
 
 impl SnapshotWriter {
@@ -193,6 +200,9 @@ fn write_one(
     stop: &AtomicBool,
 ) -> Result<usize, String> {
     assert_eq!(job.counts.len(), setup.streams.len());
+    if let Some(committed) = &setup.committed {
+        wait_until(|| committed() >= job.last_seq, "its record committed", stop)?;
+    }
     let mut positions = Vec::with_capacity(hashers.len());
     for ((reader, hasher), &count) in setup
         .streams
@@ -231,9 +241,18 @@ fn write_one(
 }
 
 fn wait_published(reader: &StreamReader, count: u64, stop: &AtomicBool) -> Result<(), String> {
+    wait_until(
+        || reader.len() >= count,
+        "the snapshot's messages published",
+        stop,
+    )
+}
+
+/// Poll `done` (without spinning) until it holds, the writer stops, or the bound passes.
+fn wait_until(done: impl Fn() -> bool, what: &str, stop: &AtomicBool) -> Result<(), String> {
     let polls = PUBLISH_WAIT_MS_MAX / PUBLISH_POLL_MS;
     for _ in 0..polls {
-        if reader.len() >= count {
+        if done() {
             return Ok(());
         }
         if stop.load(Ordering::Acquire) {
@@ -241,7 +260,87 @@ fn wait_published(reader: &StreamReader, count: u64, stop: &AtomicBool) -> Resul
         }
         std::thread::sleep(Duration::from_millis(PUBLISH_POLL_MS));
     }
-    Err(format!(
-        "the streams did not publish the snapshot's messages within {PUBLISH_WAIT_MS_MAX} ms"
-    ))
+    Err(format!("not {what} within {PUBLISH_WAIT_MS_MAX} ms"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::{Durability, JournalConfig, JournalWriter, NANOS_PER_DAY};
+    use crate::stream::{Caps, StreamWriter};
+    use std::path::Path;
+    use std::sync::atomic::AtomicU64;
+
+    /// A writer for the journal of records 1..=5 in `dir` (record n stamped 1,000 + n) and
+    /// one empty stream, writing once `committed` reaches a snapshot's record.
+    fn writer(dir: &Path, committed: &Arc<AtomicU64>) -> (SnapshotWriter, StreamWriter) {
+        let config = JournalConfig {
+            segment_bytes: 1 << 20,
+            max_payload_bytes: 64 << 10,
+            durability: Durability::Async,
+            ..JournalConfig::new(dir)
+        };
+        let (mut journal, _) =
+            JournalWriter::open_or_create(config, 20_000 * NANOS_PER_DAY).unwrap();
+        for n in 1..=5u64 {
+            journal.append(Timestamp(1_000 + n), 9, &[]).unwrap();
+        }
+        journal.flush().unwrap();
+        let stores = crate::stream::store_dir(dir);
+        std::fs::create_dir_all(&stores).unwrap();
+        let (stream, reader) =
+            StreamWriter::create(&stores.join("itch.store"), Caps::for_bytes(1 << 20)).unwrap();
+        let committed = Arc::clone(committed);
+        let setup = WriterSetup {
+            journal_dir: dir.to_path_buf(),
+            header_digest: [1; 32],
+            streams: vec![reader],
+            keep: 2,
+            schedule: Schedule::new(1, 0),
+            buffer_bytes: 1 << 10,
+            committed: Some(Box::new(move || committed.load(Ordering::Acquire))),
+        };
+        (SnapshotWriter::start(setup).unwrap(), stream)
+    }
+
+    fn take(writer: &mut SnapshotWriter, seq: u64) {
+        assert!(writer.due(seq, Timestamp(1_000 + seq)));
+        writer.take(seq, seq, Timestamp(1_000 + seq), vec![0], |state| {
+            state.extend_from_slice(b"state");
+            Ok(())
+        });
+    }
+
+    /// A cluster member's snapshot is written once its record is committed, never before; one
+    /// whose record is not committed when the writer stops (a deposed leader's, whose record
+    /// its successor may replace) is dropped.
+    #[test]
+    fn a_snapshot_waits_for_its_record_to_be_committed() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir: &Path = temp.path();
+        let committed = Arc::new(AtomicU64::new(3));
+        let (mut writer, _stream) = writer(dir, &committed);
+        take(&mut writer, 4);
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(
+            super::super::list(dir).is_empty(),
+            "written before its commit"
+        );
+        committed.store(4, Ordering::Release);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while super::super::list(dir).is_empty() {
+            assert!(Instant::now() < deadline, "not written once committed");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(super::super::list(dir)[0].0, 4);
+        take(&mut writer, 5);
+        std::thread::sleep(Duration::from_millis(100));
+        drop(writer);
+        let written: Vec<u64> = super::super::list(dir).iter().map(|s| s.0).collect();
+        assert_eq!(
+            written,
+            [4],
+            "record 5 never committed: its snapshot is dropped"
+        );
+    }
 }
