@@ -167,6 +167,8 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
     /// and the journaled timestamp only).
     #[inline]
     fn state_snapshot_if_due(&mut self, seq: u64, timestamp: Timestamp) {
+        // A venue alone journals no leader changes: there every record is an input.
+        debug_assert!(self.cluster().is_some() || self.inputs == seq);
         let Some(writer) = &mut self.state_snapshots else {
             return;
         };
@@ -398,6 +400,7 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
             timestamp,
             command,
         });
+        self.inputs += 1;
         self.take_fatal().map_or(Ok(()), Err)
     }
 
