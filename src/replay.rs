@@ -564,7 +564,7 @@ fn take(
 mod tests {
     use super::*;
     use crate::exchange::{Limits, Venue};
-    use crate::journal::{Durability, JournalConfig, JournalWriter, NANOS_PER_DAY};
+    use crate::journal::JournalWriter;
     use crate::sequencer::record::{KIND_ADMIN, KIND_OUCH, KIND_TICK, encode_admin, encode_ouch};
     use crate::types::{Alpha, Firm, Price, Shares};
     use crate::wire::ouch::{EnterOrder, Inbound};
@@ -577,14 +577,7 @@ mod tests {
     /// A journal of `orders` Enter Orders between its start and end of day, with a record
     /// that does not decode in place of order `bad_at`.
     fn journal_of(dir: &Path, leader_changes: bool, orders: u32, bad_at: Option<u32>) {
-        let config = JournalConfig {
-            segment_bytes: 1 << 20,
-            max_payload_bytes: 64 << 10,
-            durability: Durability::Async,
-            ..JournalConfig::new(dir)
-        };
-        let (mut writer, _) =
-            JournalWriter::open_or_create(config, 20_000 * NANOS_PER_DAY).unwrap();
+        let (mut writer, _) = crate::journal::small_test_journal(dir);
         let header = DayHeader {
             format: DayHeader::FORMAT,
             gateway_session: "S1".into(),

@@ -73,6 +73,19 @@ pub mod writer;
 #[cfg(test)]
 mod tests;
 
+/// Tests elsewhere: a small journal in `dir` (1 MiB segments, `async`), opened or created
+/// for one fixed day.
+#[cfg(test)]
+pub(crate) fn small_test_journal(dir: &std::path::Path) -> (JournalWriter, RecoveryReport) {
+    let config = JournalConfig {
+        segment_bytes: 1 << 20,
+        max_payload_bytes: 64 << 10,
+        durability: Durability::Async,
+        ..JournalConfig::new(dir)
+    };
+    JournalWriter::open_or_create(config, 20_000 * NANOS_PER_DAY).expect("a test journal")
+}
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -701,15 +701,7 @@ mod tests {
     /// A journal of records `1..=count` (opaque kind 9), the timestamp of record n being
     /// `stamp + n`.
     fn journal_of(dir: &Path, count: u64, stamp: u64) {
-        use crate::journal::{Durability, JournalConfig, JournalWriter, NANOS_PER_DAY};
-        let config = JournalConfig {
-            segment_bytes: 1 << 20,
-            max_payload_bytes: 64 << 10,
-            durability: Durability::Async,
-            ..JournalConfig::new(dir)
-        };
-        let (mut writer, report) =
-            JournalWriter::open_or_create(config, 20_000 * NANOS_PER_DAY).unwrap();
+        let (mut writer, report) = crate::journal::small_test_journal(dir);
         for n in report.last_seq + 1..=count {
             writer
                 .append(Timestamp(stamp + n), 9, &n.to_le_bytes())

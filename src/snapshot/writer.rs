@@ -266,7 +266,6 @@ fn wait_until(done: impl Fn() -> bool, what: &str, stop: &AtomicBool) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::journal::{Durability, JournalConfig, JournalWriter, NANOS_PER_DAY};
     use crate::stream::{Caps, StreamWriter};
     use std::path::Path;
     use std::sync::atomic::AtomicU64;
@@ -274,14 +273,7 @@ mod tests {
     /// A writer for the journal of records 1..=5 in `dir` (record n stamped 1,000 + n) and
     /// one empty stream, writing once `committed` reaches a snapshot's record.
     fn writer(dir: &Path, committed: &Arc<AtomicU64>) -> (SnapshotWriter, StreamWriter) {
-        let config = JournalConfig {
-            segment_bytes: 1 << 20,
-            max_payload_bytes: 64 << 10,
-            durability: Durability::Async,
-            ..JournalConfig::new(dir)
-        };
-        let (mut journal, _) =
-            JournalWriter::open_or_create(config, 20_000 * NANOS_PER_DAY).unwrap();
+        let (mut journal, _) = crate::journal::small_test_journal(dir);
         for n in 1..=5u64 {
             journal.append(Timestamp(1_000 + n), 9, &[]).unwrap();
         }
