@@ -286,12 +286,14 @@ fn cancel(token: &str) -> Inbound {
 fn a_snapshot_of_records_cut_and_written_again_is_never_restored() {
     let dir = tempfile::tempdir().unwrap();
     let with_snapshots = config_text(dir.path(), "[snapshot]\nevery_inputs = 7\nkeep = 3\n");
-    // Records: 1 the start of day, 2..=21 Alice's R0..R19, 22 TAIL; snapshots at 7, 14, 21.
+    // Records: 1 the start of day, 2..=21 Alice's R0..R19, 22 TAIL; snapshots at 7, 14, 21
+    // (one may be skipped, the writer busy with the two before).
     let (_, _, day) = orders_snapshots_tail_kill9(dir.path(), &with_snapshots);
     let stale = bourse::snapshot::list(&day)[0].0;
-    assert!(stale >= 14, "a snapshot after the cut below: {stale}");
-    bourse::journal::truncate_after(&day, 10).expect("cut back to record 10");
-    // Records 11..=25 become N0..N14: other orders, resting on the other side.
+    assert!(stale >= 7, "a snapshot: {stale}");
+    let cut = stale - 4;
+    bourse::journal::truncate_after(&day, cut).expect("cut back behind the newest snapshot");
+    // Records cut+1..=cut+15 become N0..N14: other orders, resting on the other side.
     let plain = config_text(dir.path(), "");
     let venue = Venue::start(dir.path(), &plain);
     let mut alice =
@@ -304,7 +306,7 @@ fn a_snapshot_of_records_cut_and_written_again_is_never_restored() {
     alice.recv_messages(15, TIMEOUT).unwrap();
     drop(alice);
     assert!(venue.stop().success());
-    assert_eq!(bourse::journal::verify(&day).unwrap().last_seq, 25);
+    assert_eq!(bourse::journal::verify(&day).unwrap().last_seq, cut + 15);
     assert!(bourse::snapshot::list(&day).iter().any(|s| s.0 == stale));
 
     let venue = Venue::start(dir.path(), &plain);
@@ -317,7 +319,8 @@ fn a_snapshot_of_records_cut_and_written_again_is_never_restored() {
             canceled.as_deref(),
             Ok([(_, bourse::wire::ouch::Outbound::Canceled(_))])
         ),
-        "N0 (record 11) rests: {canceled:?}"
+        "N0 (record {}, covered by the stale snapshot {stale}) rests: {canceled:?}",
+        cut + 1
     );
     drop(alice);
     assert!(venue.stop().success());

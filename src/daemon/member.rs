@@ -338,6 +338,9 @@ impl<F: FeedOut> Daemon<F> {
                         "cluster: lost the lead with inputs past the commit: rebuilding the state from the committed records"
                     );
                     rebuild = true;
+                    // From here to the rebuild the state is stale (the records below are
+                    // applied over the cut inputs): no snapshot may be taken of it.
+                    self.node.stop_state_snapshots();
                 }
             }
         }

@@ -259,12 +259,22 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         self.batch_end_seq = through;
         self.released_seq = through;
         self.unreleased.clear();
-        // The writer reads the old streams and may hold a snapshot of inputs just cut: it
-        // stops (dropping what it has not written) and starts again on the new streams.
-        if self.state_snapshots.take().is_some() {
-            self.start_state_snapshots(config)?;
-        }
+        self.recovery.last_timestamp = parts.last_timestamp;
+        // The old writer (stopped when the lead was lost, see `stop_state_snapshots`) read the
+        // old streams: a new one starts on the new streams, from the committed state.
+        self.stop_state_snapshots();
+        self.start_state_snapshots(config)?;
         Ok(())
+    }
+
+    /// Take no more state snapshots, without waiting for the writer (a member that lost the
+    /// lead with inputs past the commit: from here until [`Self::rebuild`] its state is
+    /// stale, and what the writer holds uncommitted is dropped). [`Self::rebuild`] starts a
+    /// new writer.
+    pub fn stop_state_snapshots(&mut self) {
+        if let Some(writer) = self.state_snapshots.take() {
+            writer.abandon();
+        }
     }
 
     /// The cluster member behind the sequencer, if this node is one.
@@ -694,6 +704,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
         progress: impl FnMut(u64, u64),
     ) -> Result<Self, String> {
         let state = Replayed::replay(config, &dir, through, layout, progress)?;
+        let last_timestamp = state.last_timestamp;
         Ok(Opened {
             dir,
             sequencer: Sequencer::new(log, clock),
@@ -702,6 +713,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             report: RecoveryReport {
                 last_seq: through,
                 records: through,
+                last_timestamp,
                 ..RecoveryReport::default()
             },
         })
@@ -785,6 +797,9 @@ struct Replayed<F: FeedOut> {
     day_started: bool,
     /// Inputs applied (records other than leader changes).
     inputs: u64,
+    /// The last input's timestamp (0 before the first): where a snapshot schedule by
+    /// journaled time counts from.
+    last_timestamp: Timestamp,
 }
 
 /// What a node keeps of a [`Replayed`] beside its pipeline.
@@ -795,6 +810,7 @@ struct Parts {
     itch_reader: StreamReader,
     day_started: bool,
     inputs: u64,
+    last_timestamp: Timestamp,
 }
 
 impl<F: FeedOut> Replayed<F> {
@@ -814,10 +830,13 @@ impl<F: FeedOut> Replayed<F> {
             venue: config.venue(),
         };
         let resumed = match layout {
-            Layout::Compact if through > 0 => resume_from_snapshot(dir, through, &header),
+            Layout::Compact if through > 0 => {
+                resume_from_snapshot(dir, through, &header, config.is_clustered())
+            }
             _ => None,
         };
         let resumed_inputs = resumed.as_ref().map_or(0, |r| r.inputs);
+        let mut last_timestamp = resumed.as_ref().map_or(Timestamp(0), |r| r.timestamp);
         let (ouch_writers, ouch_readers, itch, itch_reader, from_seq, mut core) = match resumed {
             Some(r) => {
                 let core = Replaying::Compact(Box::new(r.exchange));
@@ -866,7 +885,7 @@ impl<F: FeedOut> Replayed<F> {
         let mut day_started = !fresh;
         let mut inputs = resumed_inputs;
         if through > 0 {
-            let (started, applied) = replay_journal(
+            let applied = replay_journal(
                 dir,
                 from_seq,
                 through,
@@ -875,8 +894,9 @@ impl<F: FeedOut> Replayed<F> {
                 &mut streams,
                 &mut progress,
             )?;
-            day_started |= started;
-            inputs += applied;
+            day_started |= applied.day_started;
+            inputs += applied.inputs;
+            last_timestamp = applied.last_timestamp.unwrap_or(last_timestamp);
             // What the journal holds is durable (a cluster's: committed): release it all.
             core.marker(Marker::BatchEnd { seq: through }, &mut streams);
             core.marker(Marker::Release { seq: through }, &mut streams);
@@ -894,6 +914,7 @@ impl<F: FeedOut> Replayed<F> {
             itch_reader,
             day_started,
             inputs,
+            last_timestamp,
         })
     }
 
@@ -908,6 +929,7 @@ impl<F: FeedOut> Replayed<F> {
             itch_reader,
             day_started,
             inputs,
+            last_timestamp,
         } = self;
         let pipeline = match core {
             Replaying::Compact(exchange) => Pipeline::Inline {
@@ -934,6 +956,7 @@ impl<F: FeedOut> Replayed<F> {
             itch_reader,
             day_started,
             inputs,
+            last_timestamp,
         };
         Ok((pipeline, parts))
     }
@@ -952,6 +975,8 @@ struct Resumed {
     last_seq: u64,
     /// Inputs among records `1..=last_seq`.
     inputs: u64,
+    /// Record `last_seq`'s timestamp.
+    timestamp: Timestamp,
     exchange: Exchange,
     streams: ReopenedStreams,
 }
@@ -1026,7 +1051,12 @@ fn reopen_store_at(
 
 /// The newest valid snapshot of the day whose streams reopen (damaged ones are skipped with
 /// a log line); `None`: a full replay.
-fn resume_from_snapshot(dir: &Path, through: u64, header: &DayHeader) -> Option<Resumed> {
+fn resume_from_snapshot(
+    dir: &Path,
+    through: u64,
+    header: &DayHeader,
+    clustered: bool,
+) -> Option<Resumed> {
     if crate::snapshot::list(dir).is_empty() {
         return None;
     }
@@ -1034,6 +1064,10 @@ fn resume_from_snapshot(dir: &Path, through: u64, header: &DayHeader) -> Option<
     let (s, (exchange, streams)) = crate::snapshot::load_latest(dir, &digest, through, |s| {
         if s.streams.len() != header.venue.accounts.len() + 1 {
             return Err("not a snapshot of a venue with these accounts".into());
+        }
+        // A venue alone journals no leader changes: every record is an input.
+        if !clustered && s.inputs != s.last_seq {
+            return Err("a cluster member's snapshot, not a venue alone's".into());
         }
         // The stores first: they are quick to check, the state is gigabytes on a busy day.
         // (Cutting them to this snapshot is safe if it is refused below: an older one cuts
@@ -1052,6 +1086,7 @@ fn resume_from_snapshot(dir: &Path, through: u64, header: &DayHeader) -> Option<
     Some(Resumed {
         last_seq: s.last_seq,
         inputs: s.inputs,
+        timestamp: s.timestamp,
         exchange,
         streams,
     })
@@ -1166,9 +1201,17 @@ fn truncate_damaged_tail(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// What [`replay_journal`] applied.
+struct Applied {
+    /// A start of day was among the records (a cluster member may have none committed yet).
+    day_started: bool,
+    inputs: u64,
+    /// The last input's timestamp, if any was applied.
+    last_timestamp: Option<Timestamp>,
+}
+
 /// Apply journal records `from_seq..=last_seq` to `core`; leader changes (a cluster's) are
-/// counted, not applied. Returns whether a start of day was among them (a cluster member may
-/// have none committed yet) and how many inputs were applied.
+/// counted, not applied.
 fn replay_journal<F: FeedOut>(
     dir: &std::path::Path,
     from_seq: u64,
@@ -1177,9 +1220,14 @@ fn replay_journal<F: FeedOut>(
     core: &mut Replaying,
     streams: &mut Streams<F>,
     progress: &mut impl FnMut(u64, u64),
-) -> Result<(bool, u64), String> {
+) -> Result<Applied, String> {
+    let mut applied = Applied {
+        day_started: false,
+        inputs: 0,
+        last_timestamp: None,
+    };
     if from_seq > last_seq {
-        return Ok((false, 0));
+        return Ok(applied);
     }
     let mut reader = JournalReader::open(dir, from_seq).map_err(|e| e.to_string())?;
     let mut read_seq = from_seq - 1;
@@ -1205,8 +1253,9 @@ fn replay_journal<F: FeedOut>(
         };
         core.apply(&input, streams);
         applied_day_start = true;
+        applied.inputs += 1;
+        applied.last_timestamp = Some(r.timestamp);
     }
-    let mut applied = u64::from(applied_day_start);
     let mut inputs = InputsAhead::new(reader, read_seq, last_seq);
     let failed = |e| match e {
         AheadError::Journal(e) => e.to_string(),
@@ -1216,7 +1265,8 @@ fn replay_journal<F: FeedOut>(
     let mut report_at = (read_seq / PROGRESS_RECORDS + 1) * PROGRESS_RECORDS;
     while let Some(input) = inputs.next(core).map_err(failed)? {
         core.apply(&input, streams);
-        applied += 1;
+        applied.inputs += 1;
+        applied.last_timestamp = Some(input.timestamp);
         // Every 65,536 records, leader changes counted (one may sit on the multiple).
         if input.seq >= report_at {
             progress(input.seq, last_seq);
@@ -1230,7 +1280,8 @@ fn replay_journal<F: FeedOut>(
             "journal replay read through record {done}, recovery counted {last_seq}"
         ));
     }
-    Ok((applied_day_start, applied))
+    applied.day_started = applied_day_start;
+    Ok(applied)
 }
 
 /// The first record that is not a leader change starts the day, with this config's venue.

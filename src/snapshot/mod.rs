@@ -390,9 +390,24 @@ pub fn list(journal_dir: &Path) -> Vec<(u64, PathBuf)> {
     found
 }
 
-/// Remove all but the `keep` newest snapshots, and stray temporary files.
-pub fn prune(journal_dir: &Path, keep: usize) {
-    for (_, path) in list(journal_dir).into_iter().skip(keep) {
+/// After snapshot `written` was written: remove every later one (stale), all but the `keep`
+/// newest of the others, and stray temporary files.
+pub fn prune(journal_dir: &Path, keep: usize, written: u64) {
+    // Snapshots are written in increasing order: one after `written` follows a record that
+    // was cut from the journal since (or one a restart found unusable), and can never be
+    // restored; kept, it would push the valid ones out of `keep`.
+    let (stale, current): (Vec<_>, Vec<_>) = list(journal_dir)
+        .into_iter()
+        .partition(|(seq, _)| *seq > written);
+    for (seq, path) in stale {
+        tracing::warn!(
+            seq,
+            written,
+            "snapshot removed: it follows a record cut from the journal"
+        );
+        let _ = std::fs::remove_file(path);
+    }
+    for (_, path) in current.into_iter().skip(keep) {
         let _ = std::fs::remove_file(path);
     }
     if let Ok(entries) = std::fs::read_dir(dir_of(journal_dir)) {
@@ -459,7 +474,14 @@ pub fn load_latest<T>(
             tracing::warn!(path = %path.display(), "snapshot skipped: {why}");
             continue;
         }
-        let checked = map_file(&path).and_then(|bytes| {
+        // The record it follows first, from the file's front: a stale file of a busy day is
+        // gigabytes that need not be read and checked.
+        let follows = read_front(&path, 0).and_then(|(head, _)| {
+            still_follows(journal_dir, &head)?;
+            Ok(head.record_fingerprint)
+        });
+        let checked = follows.and_then(|fingerprint| {
+            let bytes = map_file(&path)?;
             let s = Snapshot::decode(&bytes)?;
             if s.last_seq != seq {
                 return Err(format!("holds record {}, named {seq}", s.last_seq));
@@ -467,7 +489,9 @@ pub fn load_latest<T>(
             if s.header_digest != *header_digest {
                 return Err("another day or venue definition".into());
             }
-            still_follows(journal_dir, &s.without_state())?;
+            if s.record_fingerprint != fingerprint {
+                return Err("replaced while it was read".into());
+            }
             let built = accept(&s)?;
             Ok((s.without_state(), built))
         });
@@ -742,7 +766,7 @@ mod tests {
         assert_eq!(pick(100), Some(20));
         // Another venue's: none fits.
         assert!(load_latest(day, &header_digest(b"other"), 100, |_| Ok(())).is_none());
-        prune(day, 1);
+        prune(day, 1, 30);
         assert_eq!(list(day).len(), 1);
     }
 
@@ -771,6 +795,12 @@ mod tests {
         journal_of(day, 40, 5_000);
         assert_eq!(pick(40), Some(10), "record 30 is another one now");
         assert_eq!(peek(), Some(10));
+        // The next snapshot written (20, after the cut) removes the stale 30, however many
+        // are kept, and keeps the valid ones.
+        write_atomic(day, &following(day, 20)).unwrap();
+        prune(day, 2, 20);
+        let kept: Vec<u64> = list(day).iter().map(|s| s.0).collect();
+        assert_eq!(kept, [20, 10]);
         // A snapshot's own check of the record it follows: the writer reads it back.
         assert!(record_fingerprint(day, 30, Some(Timestamp(1_030))).is_err());
         assert!(record_fingerprint(day, 30, Some(Timestamp(5_030))).is_ok());

@@ -157,6 +157,19 @@ impl SnapshotWriter {
     }
 }
 
+impl SnapshotWriter {
+    /// Stop taking snapshots at once, without waiting for the writer's thread (a cluster
+    /// member losing the lead: its state is about to be stale, and its loop must not wait for
+    /// a day's hashing). Jobs not yet written whose records are not committed are dropped; a
+    /// job already past that check (committed state) may still be written, within a poll.
+    pub fn abandon(mut self) {
+        self.stop.store(true, Ordering::Release);
+        drop(self.jobs.take());
+        // Detached: it sees the stop within a poll or between messages, and exits.
+        drop(self.thread.take());
+    }
+}
+
 impl Drop for SnapshotWriter {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
@@ -175,6 +188,9 @@ fn write_loop(
 ) {
     let mut hashers: Vec<StreamHasher> = vec![StreamHasher::default(); setup.streams.len()];
     while let Ok(mut job) = jobs.recv() {
+        if stop.load(Ordering::Acquire) {
+            return;
+        }
         let started = Instant::now();
         match write_one(&setup, &mut hashers, &mut job, stop) {
             Ok(bytes) => tracing::info!(
@@ -214,8 +230,12 @@ fn write_one(
         if hasher.messages > count {
             return Err("a stream is behind the last snapshot's count".into());
         }
-        // Bounded: at most `count` messages, each published and immutable.
+        // Bounded: at most `count` messages, each published and immutable. The first job
+        // hashes the day so far: a stop is looked at every 64k messages.
         for seq in hasher.messages + 1..=count {
+            if seq % (1 << 16) == 0 && stop.load(Ordering::Acquire) {
+                return Err("stopping".into());
+            }
             let message = reader.get(seq).ok_or("a published message is missing")?;
             hasher.add(message);
         }
@@ -236,7 +256,7 @@ fn write_one(
     };
     let (_, bytes) =
         super::write_atomic(&setup.journal_dir, &snapshot).map_err(|e| e.to_string())?;
-    super::prune(&setup.journal_dir, setup.keep);
+    super::prune(&setup.journal_dir, setup.keep, job.last_seq);
     Ok(bytes as usize)
 }
 
