@@ -253,3 +253,26 @@ fn a_snapshot_past_the_journals_end_is_passed_over() {
         "read from the newest snapshot the journal holds: {read}"
     );
 }
+
+/// A snapshot that does not follow the journal's record of its number (records cut and
+/// written again since) proves nothing either: here one says the day had ended, at a record
+/// the journal holds, but with another record's fingerprint; the day is open. (Without the
+/// check in `state_at_snapshot` this read "ended".)
+#[test]
+fn a_snapshot_of_another_record_is_passed_over() {
+    let tmp = tempfile::tempdir().unwrap();
+    let torn = recorded_day("torn-tail", tmp.path(), 100);
+    let (newest, path) = crate::snapshot::list(&torn)[0].clone();
+    let last = crate::journal::verify(&torn).unwrap().last_seq;
+    assert!(last > newest, "records after the newest snapshot");
+    let bytes = std::fs::read(&path).unwrap();
+    let snapshot = crate::snapshot::Snapshot::decode(&bytes).unwrap();
+    let mut state = snapshot.state.to_vec();
+    // The phase after the state's version (24 bytes) and last sequence number: Closed.
+    state[24 + 8] = 2;
+    let mut other = snapshot.with_state(state);
+    other.last_seq = last;
+    crate::snapshot::write_atomic(&torn, &other).unwrap();
+    let (state, _) = scan_state(&torn).unwrap();
+    assert_eq!(state, DayState::Open);
+}
