@@ -238,16 +238,13 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
 
     /// A member stopped leading with inputs applied past the commit index: rebuild the state
     /// and the streams from the committed records (the log's `last_seq`), dropping every
-    /// output not released. The feed is closed; readers of the old streams are stale.
+    /// output not released. The feed is closed; readers of the old streams are stale. By a
+    /// full replay, never from a snapshot: that would reopen and cut the very store files the
+    /// old streams' readers (servers still stopping, the old snapshot writer) map, where a
+    /// full replay replaces them with new files.
     pub fn rebuild(&mut self, config: &Config) -> Result<(), String> {
         let through = self.sequencer.log().last_seq();
-        let state = Replayed::replay(
-            config,
-            &self.journal_dir,
-            through,
-            Layout::Compact,
-            |_, _| {},
-        )?;
+        let state = Replayed::replay(config, &self.journal_dir, through, Replay::Full, |_, _| {})?;
         let (pipeline, parts) = state.into_pipeline(config)?;
         assert!(parts.header == self.header);
         self.pipeline = pipeline;
@@ -703,7 +700,11 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
         layout: Layout,
         progress: impl FnMut(u64, u64),
     ) -> Result<Self, String> {
-        let state = Replayed::replay(config, &dir, through, layout, progress)?;
+        let replay = match layout {
+            Layout::Compact => Replay::FromSnapshot,
+            Layout::Sharded => Replay::Sharded,
+        };
+        let state = Replayed::replay(config, &dir, through, replay, progress)?;
         let last_timestamp = state.last_timestamp;
         Ok(Opened {
             dir,
@@ -784,6 +785,17 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
     }
 }
 
+/// How [`Replayed::replay`] rebuilds the state.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Replay {
+    /// Compact: from the newest valid snapshot and the journal's tail, else in full.
+    FromSnapshot,
+    /// Compact, every record (new store files).
+    Full,
+    /// The sharded layout's stages, every record (it writes no snapshots).
+    Sharded,
+}
+
 /// The state machine and the output streams rebuilt from the journal, before the layout's
 /// machinery starts.
 struct Replayed<F: FeedOut> {
@@ -820,17 +832,21 @@ impl<F: FeedOut> Replayed<F> {
         config: &Config,
         dir: &Path,
         through: u64,
-        layout: Layout,
+        how: Replay,
         mut progress: impl FnMut(u64, u64),
     ) -> Result<Self, String> {
+        let layout = match how {
+            Replay::Sharded => Layout::Sharded,
+            Replay::FromSnapshot | Replay::Full => Layout::Compact,
+        };
         let header = DayHeader {
             format: DayHeader::FORMAT,
             gateway_session: config.gateway.session.clone(),
             feed_session: config.feed.session.clone(),
             venue: config.venue(),
         };
-        let resumed = match layout {
-            Layout::Compact if through > 0 => {
+        let resumed = match how {
+            Replay::FromSnapshot if through > 0 => {
                 resume_from_snapshot(dir, through, &header, config.is_clustered())
             }
             _ => None,
