@@ -341,6 +341,12 @@ impl Config {
             .expect("the embedded default config is valid")
     }
 
+    /// The config as TOML that [`Config::parse`] reads back to the same config (tools that
+    /// write a config, e.g. for a synthetic journal's venue).
+    pub fn to_toml(&self) -> Result<String, ConfigError> {
+        toml::to_string(self).map_err(|e| ConfigError(format!("cannot write the config: {e}")))
+    }
+
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError(format!("cannot read config {}: {e}", path.display())))?;

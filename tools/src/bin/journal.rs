@@ -322,10 +322,55 @@ fn synth(out: &Path, workload: &str, ops: u32, seed: u64, accounts: u16) -> Resu
         )
     });
     samples::record_steps(&venue, steps, out, 256 << 20)?;
+    let config_path = out.with_extension("toml");
+    write_venue_config(&venue, out, &config_path)?;
     println!(
-        "{} inputs of {workload} (seed {seed}) written to {}",
+        "{} inputs of {workload} (seed {seed}) written to {}; `bourse run --config {}` continues it",
         stream.ops.len() + 1,
-        out.display()
+        out.display(),
+        config_path.display()
     );
     Ok(())
+}
+
+/// A config for `bourse run` on the synthetic day in `day`: its venue and sessions (what the
+/// journal's start of day holds), `async`, every port 0 (printed at start), password `pw`.
+fn write_venue_config(
+    venue: &bourse::exchange::Venue,
+    day: &Path,
+    path: &Path,
+) -> Result<(), String> {
+    use bourse::config::{AccountConfig, Config, DurabilityMode};
+    let any_port: std::net::SocketAddr = "127.0.0.1:0".parse().expect("an address");
+    let mut config = Config::embedded_default();
+    config.gateway.listen = any_port;
+    config.gateway.session = "SAMPLE0001".into();
+    config.feed.session = "SAMPLE0001".into();
+    config.feed.rerequest = any_port;
+    config.feed.snapshot = any_port;
+    config.admin.listen = any_port;
+    config.replication.listen = any_port;
+    let dir = std::path::absolute(day).map_err(|e| format!("{}: {e}", day.display()))?;
+    config.journal.dir = dir;
+    config.journal.durability = DurabilityMode::Async;
+    config.journal.segment_bytes = 256 << 20;
+    config.limits = venue.limits;
+    config.symbols = venue.symbols.clone();
+    config.accounts = venue
+        .accounts
+        .iter()
+        .map(|a| AccountConfig {
+            username: a.username.clone(),
+            password: "pw".into(),
+            firm: a.firm.clone(),
+            ..AccountConfig::default()
+        })
+        .collect();
+    let text = config.to_toml().map_err(|e| e.to_string())?;
+    // Read back as the daemon will: the same venue, or the journal would be refused.
+    let back = Config::parse(&text, &path.display().to_string()).map_err(|e| e.to_string())?;
+    if back.venue() != *venue {
+        return Err("the written config's venue is not the journal's".into());
+    }
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
