@@ -55,40 +55,66 @@ fn enter(token: &str, side: u8, price: u32) -> Inbound {
 /// imposes on every server, not a lockout; everything after the handshake stays in WITHIN.
 const CONNECT_WITHIN: Duration = Duration::from_millis(2_500);
 
+/// The gateway closed this broker's connection before it read the login: at the per-source
+/// bound a newer connection from the same address evicts the oldest one not logged in (README
+/// "Hostile clients"), and a broker sharing 127.0.0.1 with a connect flood that is descheduled
+/// between its connect and its login can be that one (CI saw "ALICE cannot connect during the
+/// attack: Connection reset by peer": the reset arrived before the connect returned). It
+/// reconnects, as a real broker does; that is no lockout, and the budget still holds.
+fn evicted(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+    matches!(e.kind(), ConnectionReset | ConnectionAborted | BrokenPipe)
+}
+
 /// A broker connects (within `CONNECT_WITHIN`), then logs in and gets an order accepted
-/// within `WITHIN`, handshakes aside. Returns the client (logged in).
+/// within `WITHIN`, handshakes aside; reconnecting when evicted before its login was read
+/// (see [`evicted`]). Returns the client (logged in).
 fn broker_trades(venue: &Venue, user: &str, password: &str, token: &str) -> OuchClient {
     let connect = || {
         let connecting = Instant::now();
-        let stream = TcpStream::connect_timeout(&venue.gateway, CONNECT_WITHIN)
-            .unwrap_or_else(|e| panic!("{user} cannot connect during the attack: {e}"));
-        let took = connecting.elapsed();
-        if took > WITHIN {
-            println!("{user}'s SYN was retransmitted: connected in {took:?}");
+        match TcpStream::connect_timeout(&venue.gateway, CONNECT_WITHIN) {
+            Ok(stream) => {
+                let took = connecting.elapsed();
+                if took > WITHIN {
+                    println!("{user}'s SYN was retransmitted: connected in {took:?}");
+                }
+                Some((stream, took))
+            }
+            Err(e) if evicted(&e) => None,
+            Err(e) => panic!("{user} cannot connect during the attack: {e}"),
         }
-        (stream, took)
     };
-    let (mut stream, _) = connect();
     let started = Instant::now();
-    // Time in the handshakes of retries, not counted against WITHIN.
+    // Time in handshakes, not counted against WITHIN.
     let mut handshakes = Duration::ZERO;
     let spent = |handshakes: Duration| started.elapsed().saturating_sub(handshakes);
+    let mut evictions = 0u32;
     // Bounded: WITHIN. 'S' (the account's session still open) while the gateway has not yet
     // read the close of this broker's previous connection, dropped just before: on a loaded
     // machine the new login can be read first. A broker retries that; it is no lockout.
     let mut client = loop {
+        let took = spent(handshakes);
+        assert!(
+            took < WITHIN,
+            "{user} could not log in during the attack within {took:?} ({evictions} evictions)"
+        );
+        let Some((stream, handshake)) = connect() else {
+            evictions += 1;
+            continue;
+        };
+        handshakes += handshake;
         let left = WITHIN.saturating_sub(spent(handshakes));
         match OuchClient::login_on(stream, user, password, "", 0, left) {
             Ok(client) => break client,
-            Err(LoginError::Rejected(b'S')) if spent(handshakes) < WITHIN => {
-                std::thread::sleep(Duration::from_millis(5));
-                let took;
-                (stream, took) = connect();
-                handshakes += took;
-            }
+            Err(LoginError::Rejected(b'S')) => std::thread::sleep(Duration::from_millis(5)),
+            Err(LoginError::Io(e)) if evicted(&e) => evictions += 1,
+            Err(LoginError::Protocol(m)) if m == "connection closed during login" => evictions += 1,
             Err(e) => panic!("{user} cannot log in during the attack: {e}"),
         }
     };
+    if evictions > 0 {
+        println!("{user} was evicted {evictions} times before its login was read");
+    }
     client.send(&enter(token, b'B', 1_000_000)).unwrap();
     let left = WITHIN.saturating_sub(spent(handshakes));
     let replies = client.recv_messages(1, left).unwrap();
