@@ -512,7 +512,8 @@ pub fn load_latest<T>(
 /// the checksums against the trailer's; the state beyond is not checked (a restore still
 /// checks the whole file). `peek` (given the head and the state's front) returning `None`
 /// skips the file for an older one: e.g. a snapshot of a record the journal no longer holds
-/// ([`still_follows`], which this does not check: the file alone is read). For questions about the state's first fields (`days::state`: had the day ended by then?).
+/// ([`still_follows`], which this does not check: the file alone is read). For questions
+/// about the state's first fields (`days::state`: had the day ended by then?).
 pub fn peek_newest<T>(
     journal_dir: &Path,
     header_digest: &[u8; 32],
