@@ -157,7 +157,16 @@ impl JournalStorage {
         let mut writer = None;
         let (mut day_epoch_unix_ns, mut last_index, mut last_timestamp) = (0, 0, Timestamp(0));
         if journal_exists(&journal_config.dir)? {
-            let (opened, report) = JournalWriter::open_or_create(journal_config.clone(), 0)?;
+            let vouched = vouching_snapshot(&journal_config.dir, hard.commit);
+            let (opened, report) =
+                JournalWriter::open_or_create_vouched(journal_config.clone(), 0, vouched)?;
+            if report.vouched_through > 0 {
+                tracing::info!(
+                    vouched_through = report.vouched_through,
+                    last_seq = report.last_seq,
+                    "cluster: journal recovered from the snapshot's record on (the records before it are vouched for by the snapshot)"
+                );
+            }
             day_epoch_unix_ns = report.day_epoch_unix_ns;
             last_index = report.last_seq;
             last_timestamp = report.last_timestamp;
@@ -556,6 +565,20 @@ impl Taken {
     }
 }
 
+/// The state snapshot a restart will resume from: the newest one at or below the recorded
+/// commit index (0: none). Its record is committed, so the records before it can never be cut,
+/// and their effect is in that snapshot: recovery checks only where they end (as a venue alone's
+/// does, see [`crate::journal::verify_vouched`]). If the snapshot then turns out unusable, the
+/// full replay's reader checks every record it reads, and so does the reader that serves a
+/// lagging follower.
+fn vouching_snapshot(journal_dir: &Path, commit: u64) -> u64 {
+    crate::snapshot::list(journal_dir)
+        .into_iter()
+        .map(|(seq, _)| seq)
+        .find(|&seq| seq <= commit)
+        .unwrap_or(0)
+}
+
 fn unavailable() -> raft::Error {
     raft::Error::Store(StorageError::Unavailable)
 }
@@ -644,5 +667,119 @@ impl Storage for JournalStorage {
         Err(raft::Error::Store(
             StorageError::SnapshotTemporarilyUnavailable,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Durability;
+
+    const DAY_EPOCH_UNIX_NS: u64 = 1_764_547_200_000_000_000; // 2025-12-01 00:00 UTC
+    const RECORDS: u64 = 400;
+
+    fn journal_config(dir: &Path) -> JournalConfig {
+        JournalConfig {
+            segment_bytes: 8192,
+            max_payload_bytes: 256,
+            durability: Durability::Async,
+            create_dir: true,
+            ..JournalConfig::new(dir)
+        }
+    }
+
+    fn payload(index: u64) -> Vec<u8> {
+        format!("member record {index:04} with a payload").into_bytes()
+    }
+
+    /// A member's journal of `RECORDS` records in term 1 (a leader change first), all
+    /// committed.
+    fn member_journal(journal: &Path, state: &Path) {
+        let mut storage = JournalStorage::open(journal_config(journal), state, 1, &[1, 2, 3])
+            .expect("a new member");
+        storage.ensure_journal(DAY_EPOCH_UNIX_NS).expect("journal");
+        let entries: Vec<Entry> = (1..=RECORDS)
+            .map(|index| Entry {
+                term: 1,
+                index,
+                data: match index {
+                    1 => Bytes::new(),
+                    _ => Bytes::from(encode_entry_data(
+                        Timestamp(index * 1000),
+                        b'O',
+                        &payload(index),
+                    )),
+                },
+                ..Entry::default()
+            })
+            .collect();
+        storage.append_entries(&entries).expect("appended");
+        storage.flush().expect("flushed");
+        let hard = HardState {
+            term: 1,
+            vote: 1,
+            commit: RECORDS,
+            ..HardState::default()
+        };
+        storage.set_hard_state(&hard, true).expect("hard state");
+    }
+
+    /// Flip one byte of record `index`'s payload in whichever segment holds it.
+    fn damage(journal: &Path, index: u64) {
+        let needle = payload(index);
+        for (_, path) in crate::journal::segment::list_segments(journal).expect("segments") {
+            let mut bytes = std::fs::read(&path).expect("read");
+            if let Some(at) = bytes.windows(needle.len()).position(|w| w == needle) {
+                bytes[at + 7] ^= 0x10;
+                std::fs::write(&path, bytes).expect("write");
+                return;
+            }
+        }
+        panic!("record {index} not found");
+    }
+
+    fn snapshot_named(journal: &Path, seq: u64) {
+        let dir = crate::snapshot::dir_of(journal);
+        std::fs::create_dir_all(&dir).expect("snapshot dir");
+        std::fs::write(
+            dir.join(format!("snapshot-{seq:020}.bin")),
+            b"only its name is read",
+        )
+        .expect("snapshot file");
+    }
+
+    /// A member restarting from a snapshot checks where the records before it end, not each
+    /// one's checksum (a 100M-record day: ~2 s of CRC32C), as a venue alone does; without a
+    /// snapshot at or below its recorded commit it reads every checksum and refuses damage.
+    #[test]
+    fn a_snapshot_at_or_below_the_commit_vouches_for_the_records_before_it() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let (journal, state) = (temp.path().join("journal"), temp.path().join("raft"));
+        member_journal(&journal, &state);
+        damage(&journal, 10);
+        let open = || JournalStorage::open(journal_config(&journal), &state, 1, &[1, 2, 3]);
+        let refused = open()
+            .err()
+            .expect("the full check reads record 10's checksum");
+        assert!(refused.to_string().contains("checksum"), "{refused}");
+        // A snapshot past the commit index is not the one a restart resumes from.
+        snapshot_named(&journal, RECORDS + 1);
+        assert!(
+            open().is_err(),
+            "a snapshot past the commit vouches for nothing"
+        );
+        snapshot_named(&journal, 300);
+        let storage = open().expect("records 1..300 vouched for by snapshot 300");
+        assert_eq!(
+            (storage.last_index(), storage.hard().commit),
+            (RECORDS, RECORDS)
+        );
+        // A reader still checks what it reads: a lagging follower is never sent record 10.
+        let read = storage.read_records(9, 12, |_| true);
+        assert!(read.is_err(), "record 10 is read with its checksum");
+        drop(storage);
+        // The snapshot's own record is checked.
+        damage(&journal, 300);
+        assert!(open().is_err(), "the vouching record is read");
     }
 }

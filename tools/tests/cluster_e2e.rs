@@ -1142,7 +1142,8 @@ fn a_stopped_follower_delays_no_order_beyond_the_minority_delay() {
 
 /// State snapshots in a cluster (`[snapshot]`): every member writes them, each once its record
 /// is committed. A member killed with -9 — the leader under load, then a follower — restarts
-/// from its newest snapshot and the journal's tail (its log says so) and follows; brokers lose
+/// from its newest snapshot and the journal's tail (its log says so; recovery checked the
+/// journal from that snapshot's record on) and follows; brokers lose
 /// and double nothing, and the day ends with every member replaying to the same digests (from
 /// its snapshot too) and every broker's stream equal to its account's.
 #[test]
@@ -1186,6 +1187,12 @@ fn killed_members_restart_from_their_snapshots() {
         assert!(
             log.contains("restarting from a state snapshot"),
             "member {} restarted from a snapshot:\n{log}",
+            victim + 1
+        );
+        // ... and its journal was recovered from that snapshot's record on, not read whole.
+        assert!(
+            log.contains("vouched for by the snapshot"),
+            "member {} vouched recovery:\n{log}",
             victim + 1
         );
         assert_eq!(cluster.await_one_leader(TIMEOUT), leader);
