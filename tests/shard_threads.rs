@@ -35,7 +35,12 @@ impl Sink for Collect {
     }
 }
 
-impl OutputStage for Collect {}
+impl OutputStage for Collect {
+    /// One stream here: every output, in order.
+    fn stream_counts(&self) -> Vec<u64> {
+        vec![self.outputs.len() as u64]
+    }
+}
 
 fn journal(name: &str) -> (bourse::exchange::Venue, Vec<Input>) {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -118,6 +123,69 @@ fn threads_equal_the_exchange_on_the_recorded_days() {
                 out.outputs.len(),
                 started.elapsed()
             );
+        }
+    }
+}
+
+/// A state snapshot of the threaded layout (`Sharded::save_state`: the stages lent to the
+/// front's thread) is the compact layout's state at the same input: restored into an
+/// `Exchange` it has the same digest and answers the rest of the day with the same outputs.
+/// It comes with the output stage's counts of that point, and the pipeline goes on producing
+/// exactly the outputs it would have without the saves. (The bytes themselves may differ: the
+/// token tables are saved as their slot arrays lie, and a Replace's replacement token takes a
+/// slot while its verdict is pending on threads, not inline.)
+#[test]
+fn a_state_saved_on_threads_is_the_compact_layouts_state() {
+    for name in ["busy-day", "edge-cases", "venue-controls"] {
+        let (venue, inputs) = journal(name);
+        // Seven points spread over the day, the last one after the final input.
+        let points: Vec<usize> = (1..=7).map(|k| inputs.len() * k / 7).collect();
+        let mut ex = Exchange::new(venue.clone()).unwrap();
+        let mut rec = Recorder::default();
+        let mut want = Vec::new();
+        for (i, input) in inputs.iter().enumerate() {
+            ex.apply(input, &mut rec);
+            if points.contains(&(i + 1)) {
+                want.push((ex.state_digest(), rec.outputs.len()));
+            }
+        }
+        for (shards, ring_slots) in [(1, 64), (3, 64), (2, 1024)] {
+            let config = ShardedConfig {
+                shards,
+                wait: WaitStrategy::Park,
+                ring_slots,
+                pin_cores: false,
+            };
+            let what = format!("{name}: {shards} shards, ring {ring_slots}");
+            let mut p = Sharded::start(&venue, &config, Collect::default()).unwrap();
+            let mut saved = Vec::new();
+            for (i, input) in inputs.iter().enumerate() {
+                p.apply(input);
+                if points.contains(&(i + 1)) {
+                    let mut bytes = Vec::new();
+                    let counts = p.save_state(&mut bytes).unwrap();
+                    saved.push((i + 1, bytes, counts));
+                }
+            }
+            let out = p.finish();
+            assert!(
+                out.outputs == rec.outputs,
+                "{what}: outputs after the saves"
+            );
+            for ((applied, bytes, counts), (digest, outputs)) in saved.into_iter().zip(&want) {
+                let at = format!("{what}: state after input {applied}");
+                assert_eq!(counts, vec![*outputs as u64], "{at}: counts");
+                let mut restored = Exchange::from_state(venue.clone(), &bytes).unwrap();
+                assert_eq!(restored.state_digest(), *digest, "{at}");
+                let mut rest = Recorder::default();
+                for input in &inputs[applied..] {
+                    restored.apply(input, &mut rest);
+                }
+                assert!(
+                    rest.outputs == rec.outputs[*outputs..],
+                    "{at}: the rest of the day"
+                );
+            }
         }
     }
 }

@@ -132,10 +132,16 @@ fn glimpse_a_count(venue: &Venue) -> usize {
     }
 }
 
-fn sharded_day(shards: u32) {
+/// A sharded day; with `snapshot_every` the daemon also writes state snapshots every that
+/// many inputs while it trades (its threads lend their stages for each: the outputs must not
+/// change), and `bourse replay --from-snapshot` must print the full replay's digests.
+fn sharded_day(shards: u32, snapshot_every: Option<u32>) {
     let dir = tempfile::tempdir().unwrap();
+    let snapshots = snapshot_every.map_or(String::new(), |n| {
+        format!("[snapshot]\nevery_inputs = {n}\nkeep = 2\n")
+    });
     let extra = format!(
-        "[engine]\nlayout = \"sharded\"\nshards = {shards}\nwait = \"park\"\nring_slots = 1024\n\
+        "{snapshots}[engine]\nlayout = \"sharded\"\nshards = {shards}\nwait = \"park\"\nring_slots = 1024\n\
          [[symbols]]\nsymbol = \"IBM\"\ntick = 100\n[[symbols]]\nsymbol = \"ZZ\"\ntick = 1\n"
     );
     let venue = Venue::start(dir.path(), &config_text(dir.path(), &extra));
@@ -202,6 +208,43 @@ fn sharded_day(shards: u32) {
         collector.messages == replayed,
         "{shards} shards: feed bytes differ from replay"
     );
+    if snapshot_every.is_some() {
+        let journal = dir.path().join("journal");
+        let days: Vec<_> = std::fs::read_dir(&journal)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir())
+            .collect();
+        let newest = bourse::snapshot::list(&days[0]);
+        assert!(!newest.is_empty(), "the sharded daemon wrote snapshots");
+        let (ok, resumed) = bourse(&[
+            "replay",
+            "--journal",
+            journal.to_str().unwrap(),
+            "--from-snapshot",
+        ]);
+        assert!(ok, "{resumed}");
+        assert!(
+            resumed.contains(&format!("from the snapshot after record {}", newest[0].0)),
+            "{resumed}"
+        );
+        let digests = |text: &str| -> Vec<String> {
+            text.lines()
+                .filter(|l| {
+                    ["inputs ", "order_refs ", "itch ", "ouch ", "state "]
+                        .iter()
+                        .any(|p| l.starts_with(p))
+                })
+                .map(str::to_string)
+                .collect()
+        };
+        assert!(!digests(&out).is_empty(), "{out}");
+        assert_eq!(
+            digests(&resumed),
+            digests(&out),
+            "from the snapshot vs in full"
+        );
+    }
     println!(
         "{shards} shards: {} OUCH messages and {} ITCH messages equal bourse replay ({} re-requests)",
         received.iter().map(Vec::len).sum::<usize>(),
@@ -212,12 +255,17 @@ fn sharded_day(shards: u32) {
 
 #[test]
 fn sharded_daemon_with_one_shard_equals_replay() {
-    sharded_day(1);
+    sharded_day(1, None);
 }
 
 #[test]
 fn sharded_daemon_with_three_shards_equals_replay() {
-    sharded_day(3);
+    sharded_day(3, None);
+}
+
+#[test]
+fn sharded_daemon_writing_snapshots_equals_replay_and_its_snapshots_resume_it() {
+    sharded_day(3, Some(25));
 }
 
 // ---- the defects of the first sharded pipeline (issue 10) -----------------------------------

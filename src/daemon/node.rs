@@ -128,15 +128,12 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
     /// writer's thread. A cluster member's writer writes only once the record is released,
     /// i.e. committed (a leader's inputs are applied before their commit, and a deposed
     /// leader's uncommitted records are cut and written again by its successor). The sharded
-    /// layout keeps its state on the shard threads: it writes none.
+    /// layout's threads lend their stages to this thread for the encoding
+    /// ([`Sharded::save_state`]): the same bytes as the compact layout's at that point.
     fn start_state_snapshots(&mut self, config: &Config) -> Result<(), String> {
         let c = &config.snapshot;
         let schedule = crate::snapshot::Schedule::new(c.every_inputs, c.every_seconds);
         if !schedule.enabled() {
-            return Ok(());
-        }
-        if !matches!(self.pipeline, Pipeline::Inline { .. }) {
-            tracing::warn!("[snapshot]: the sharded layout writes no state snapshots");
             return Ok(());
         }
         let mut streams = vec![self.itch_reader.clone()];
@@ -175,12 +172,19 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         if !writer.due(self.inputs, timestamp) {
             return;
         }
-        let Pipeline::Inline { exchange, out } = &self.pipeline else {
-            return;
-        };
-        writer.take(seq, self.inputs, timestamp, out.stream_counts(), |buffer| {
-            exchange.save_state(buffer)
-        });
+        match &mut self.pipeline {
+            Pipeline::Inline { exchange, out } => {
+                writer.take(seq, self.inputs, timestamp, |buffer| {
+                    exchange.save_state(buffer)?;
+                    Ok(out.stream_counts())
+                });
+            }
+            Pipeline::Threads(sharded) => {
+                writer.take(seq, self.inputs, timestamp, |buffer| {
+                    sharded.save_state(buffer)
+                });
+            }
+        }
     }
 
     /// A standby's node (compact layout): the journal recovered and replayed, but no day
@@ -670,10 +674,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
         // A venue alone restarts from its newest snapshot, which vouches for the records
         // before it: recovery checks where they end, not each one (if that snapshot turns out
         // unusable, replay's reader checks every record it reads).
-        let vouched = match layout {
-            Layout::Compact => crate::snapshot::list(&dir).first().map_or(0, |s| s.0),
-            Layout::Sharded => 0,
-        };
+        let vouched = crate::snapshot::list(&dir).first().map_or(0, |s| s.0);
         let (writer, report) =
             JournalWriter::open_or_create_vouched(journal_config, day_epoch, vouched)
                 .map_err(|e| e.to_string())?;
@@ -700,11 +701,13 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
         layout: Layout,
         progress: impl FnMut(u64, u64),
     ) -> Result<Self, String> {
-        let replay = match layout {
-            Layout::Compact => Replay::FromSnapshot,
-            Layout::Sharded => Replay::Sharded,
-        };
-        let state = Replayed::replay(config, &dir, through, replay, progress)?;
+        let state = Replayed::replay(
+            config,
+            &dir,
+            through,
+            Replay::FromSnapshot(layout),
+            progress,
+        )?;
         let last_timestamp = state.last_timestamp;
         Ok(Opened {
             dir,
@@ -788,12 +791,12 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
 /// How [`Replayed::replay`] rebuilds the state.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Replay {
-    /// Compact: from the newest valid snapshot and the journal's tail, else in full.
-    FromSnapshot,
+    /// The layout's stages from the newest valid snapshot and the journal's tail, else in
+    /// full (the state's bytes do not depend on the layout: a snapshot of either restores
+    /// into either).
+    FromSnapshot(Layout),
     /// Compact, every record (new store files).
     Full,
-    /// The sharded layout's stages, every record (it writes no snapshots).
-    Sharded,
 }
 
 /// The state machine and the output streams rebuilt from the journal, before the layout's
@@ -836,8 +839,8 @@ impl<F: FeedOut> Replayed<F> {
         mut progress: impl FnMut(u64, u64),
     ) -> Result<Self, String> {
         let layout = match how {
-            Replay::Sharded => Layout::Sharded,
-            Replay::FromSnapshot | Replay::Full => Layout::Compact,
+            Replay::FromSnapshot(layout) => layout,
+            Replay::Full => Layout::Compact,
         };
         let header = DayHeader {
             format: DayHeader::FORMAT,
@@ -846,16 +849,20 @@ impl<F: FeedOut> Replayed<F> {
             venue: config.venue(),
         };
         let resumed = match how {
-            Replay::FromSnapshot if through > 0 => {
-                resume_from_snapshot(dir, through, &header, config.is_clustered())
-            }
+            Replay::FromSnapshot(layout) if through > 0 => resume_from_snapshot(
+                dir,
+                through,
+                &header,
+                config.is_clustered(),
+                (layout, config.engine.shards as usize),
+            ),
             _ => None,
         };
         let resumed_inputs = resumed.as_ref().map_or(0, |r| r.inputs);
         let mut last_timestamp = resumed.as_ref().map_or(Timestamp(0), |r| r.timestamp);
         let (ouch_writers, ouch_readers, itch, itch_reader, from_seq, mut core) = match resumed {
             Some(r) => {
-                let core = Replaying::Compact(Box::new(r.exchange));
+                let core = r.core;
                 let s = r.streams;
                 (
                     s.ouch_writers,
@@ -993,7 +1000,7 @@ struct Resumed {
     inputs: u64,
     /// Record `last_seq`'s timestamp.
     timestamp: Timestamp,
-    exchange: Exchange,
+    core: Replaying,
     streams: ReopenedStreams,
 }
 
@@ -1072,12 +1079,13 @@ fn resume_from_snapshot(
     through: u64,
     header: &DayHeader,
     clustered: bool,
+    (layout, shards): (Layout, usize),
 ) -> Option<Resumed> {
     if crate::snapshot::list(dir).is_empty() {
         return None;
     }
     let digest = crate::snapshot::header_digest(&header.encode());
-    let (s, (exchange, streams)) = crate::snapshot::load_latest(dir, &digest, through, |s| {
+    let (s, (core, streams)) = crate::snapshot::load_latest(dir, &digest, through, |s| {
         if s.streams.len() != header.venue.accounts.len() + 1 {
             return Err("not a snapshot of a venue with these accounts".into());
         }
@@ -1089,21 +1097,27 @@ fn resume_from_snapshot(
         // (Cutting them to this snapshot is safe if it is refused below: an older one cuts
         // them further, a full replay recreates them.)
         let streams = reopen_streams_at(dir, &s.streams).ok_or("the streams do not reopen")?;
-        let exchange =
-            Exchange::from_state(header.venue.clone(), s.state).map_err(|e| e.to_string())?;
+        let core = match layout {
+            Layout::Compact => Replaying::Compact(Box::new(
+                Exchange::from_state(header.venue.clone(), s.state).map_err(|e| e.to_string())?,
+            )),
+            Layout::Sharded => Replaying::Sharded(Box::new(
+                Split::from_state(&header.venue, shards, s.state).map_err(|e| e.to_string())?,
+            )),
+        };
         // After End of Messages the output stage must know where that message is: an ended
         // day (short to replay anyway) restarts by a full replay.
-        if exchange.day_ended() {
+        if core.day_ended() {
             return Err("taken after the end of day".into());
         }
-        Ok((exchange, streams))
+        Ok((core, streams))
     })?;
     tracing::info!(last_seq = s.last_seq, "restarting from a state snapshot");
     Some(Resumed {
         last_seq: s.last_seq,
         inputs: s.inputs,
         timestamp: s.timestamp,
-        exchange,
+        core,
         streams,
     })
 }
@@ -1175,6 +1189,13 @@ impl Prefetch for Replaying {
 }
 
 impl Replaying {
+    fn day_ended(&self) -> bool {
+        match self {
+            Replaying::Compact(exchange) => exchange.day_ended(),
+            Replaying::Sharded(split) => split.day_ended(),
+        }
+    }
+
     fn unresident(&self) -> Vec<crate::memory::Unresident> {
         match self {
             Replaying::Compact(exchange) => exchange.unresident(),

@@ -352,6 +352,10 @@ impl<F: FeedOut> OutputStage for Streams<F> {
             }
         }
     }
+
+    fn stream_counts(&self) -> Vec<u64> {
+        Streams::stream_counts(self)
+    }
 }
 
 #[cfg(test)]

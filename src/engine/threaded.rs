@@ -74,6 +74,42 @@ impl ShardedConfig {
 pub trait OutputStage: Sink + Send + 'static {
     /// Nothing more to merge right now: send partial packets, run timers.
     fn idle(&mut self) {}
+
+    /// Messages appended so far per stream (ITCH first, then every account's OUCH), for a
+    /// state snapshot's stream positions ([`Sharded::save_state`]); empty when it keeps none.
+    fn stream_counts(&self) -> Vec<u64> {
+        Vec::new()
+    }
+}
+
+/// One side of a stage lent between threads for a state snapshot: the stage's thread sends
+/// what it owns and waits until it comes back (`ShardCmd::Lend`, `Plan::Lend`), so each stage
+/// keeps exactly one owner at every moment.
+struct Loan<Out, Back> {
+    out: Sender<Out>,
+    back: Receiver<Back>,
+}
+
+/// The front's side of a [`Loan`].
+struct Lender<Out, Back> {
+    lent: Receiver<Out>,
+    give_back: Sender<Back>,
+}
+
+fn loan<Out, Back>() -> (Loan<Out, Back>, Lender<Out, Back>) {
+    let (out, lent) = channel::bounded(1);
+    let (give_back, back) = channel::bounded(1);
+    (Loan { out, back }, Lender { lent, give_back })
+}
+
+impl<Out, Back> Loan<Out, Back> {
+    /// Hand `stage` over and wait for it back. The front sends a lend only when it is about
+    /// to wait for it, and gives it back before its next input. `None`: the front is gone
+    /// (it failed while it held the stage, and is stopping): the thread ends.
+    fn lend(&self, stage: Out) -> Option<Back> {
+        self.out.send(stage).ok()?;
+        self.back.recv().ok()
+    }
 }
 
 /// Counters the pipeline publishes for status lines and the tick decision.
@@ -392,6 +428,8 @@ pub struct Sharded<O: OutputStage> {
     shard_threads: Vec<JoinHandle<()>>,
     merge_thread: Option<JoinHandle<O>>,
     stats: Arc<Stats>,
+    shard_lenders: Vec<Lender<Shard, Shard>>,
+    merge_lender: Lender<(Merge, Vec<u64>), Merge>,
 }
 
 impl<O: OutputStage> Sharded<O> {
@@ -455,6 +493,7 @@ impl<O: OutputStage> Sharded<O> {
         let mut verdict_rxs = Vec::with_capacity(n);
         let mut event_rxs = Vec::with_capacity(n);
         let mut shard_threads = Vec::with_capacity(n);
+        let mut shard_lenders = Vec::with_capacity(n);
         for (k, mut shard) in shards.into_iter().enumerate() {
             stats.resting[k].store(shard.resting_orders(), Ordering::Relaxed);
             stats.expiring[k].store(shard.expiring_orders(), Ordering::Relaxed);
@@ -473,6 +512,8 @@ impl<O: OutputStage> Sharded<O> {
                 verdicts: verdict_tx,
             };
             let stats = stats.clone();
+            let (shard_loan, lender) = loan::<Shard, Shard>();
+            shard_lenders.push(lender);
             let core = pin.then(|| cores[2 + k]);
             let name = format!("bourse-shard-{k}");
             let handle = thread::Builder::new()
@@ -495,6 +536,13 @@ impl<O: OutputStage> Sharded<O> {
                             while let Some(cmd) = buffer.pop_front() {
                                 if k == 0 && panic_seq.is_some() && cmd.seq() == panic_seq {
                                     panic!("failpoint shard-panic-at-seq");
+                                }
+                                if cmd == ShardCmd::Lend {
+                                    let Some(back) = shard_loan.lend(shard) else {
+                                        break 'run;
+                                    };
+                                    shard = back;
+                                    continue;
                                 }
                                 if !shard.apply(&cmd, &mut out) {
                                     break 'run;
@@ -533,6 +581,7 @@ impl<O: OutputStage> Sharded<O> {
         stats.matches.store(merge.matches_used(), Ordering::Relaxed);
         stats.merged_seq.store(merge.last_seq(), Ordering::Relaxed);
         let merge_stats = stats.clone();
+        let (merge_loan, merge_lender) = loan();
         let merge_thread = thread::Builder::new()
             .name("bourse-output".into())
             .spawn(move || {
@@ -540,7 +589,7 @@ impl<O: OutputStage> Sharded<O> {
                     if let Some(core) = core {
                         core_affinity::set_for_current(core);
                     }
-                    run_merge(merge, sources, output, &merge_stats)
+                    run_merge(merge, sources, output, &merge_stats, &merge_loan)
                 })
             })
             .map_err(|e| format!("cannot start the output thread: {e}"))?;
@@ -562,6 +611,8 @@ impl<O: OutputStage> Sharded<O> {
             shard_threads,
             merge_thread: Some(merge_thread),
             stats,
+            shard_lenders,
+            merge_lender,
         })
     }
 
@@ -595,6 +646,41 @@ impl<O: OutputStage> Sharded<O> {
     pub fn snapshot(&mut self, ts: Timestamp, id: u64) {
         let link = self.link.as_mut().expect("running");
         self.front.snapshot(ts, id, link);
+    }
+
+    /// Encode the state after every input sequenced so far into `out` (a state snapshot, the
+    /// bytes a compact venue writes at the same point) and return the output stage's stream
+    /// counts there. The stages are lent to this thread: every shard and the output thread
+    /// finish what was sent before, hand their stage over and wait, so this pauses the
+    /// pipeline for its drain and the encoding (as the compact layout pauses its one thread
+    /// for the encoding).
+    pub fn save_state(&mut self, out: &mut Vec<u8>) -> std::io::Result<Vec<u64>> {
+        let link = self.link.as_mut().expect("running");
+        self.front.lend(link);
+        let shards: Vec<Shard> = self
+            .shard_lenders
+            .iter()
+            .map(|l| l.lent.recv().expect("a shard thread lends its shard"))
+            .collect();
+        let (merge, counts) = self
+            .merge_lender
+            .lent
+            .recv()
+            .expect("the output thread lends the merge");
+        // Every verdict of a command before the lend was sent before the shard was lent.
+        self.front.settle_all(link);
+        let saved = crate::exchange::state::save(&self.front, &shards, &merge, out);
+        for (shard, lender) in shards.into_iter().zip(&self.shard_lenders) {
+            lender
+                .give_back
+                .send(shard)
+                .expect("the shard thread waits");
+        }
+        self.merge_lender
+            .give_back
+            .send(merge)
+            .expect("the output thread waits");
+        saved.map(|()| counts)
     }
 
     /// Wake the output thread.
@@ -637,6 +723,10 @@ impl<O: OutputStage> Sharded<O> {
 
     fn stop(&mut self) -> Option<O> {
         let mut link = self.link.take()?;
+        // A save that failed while it held the stages leaves their threads waiting for them:
+        // without their lenders they end instead (no stage is ever lent past a save).
+        self.shard_lenders.clear();
+        self.merge_lender = loan().1;
         self.front.stop(&mut link);
         let RingLink {
             plans, merge_bell, ..
@@ -677,6 +767,7 @@ fn run_merge<O: OutputStage>(
     mut src: MergeSources,
     mut out: O,
     stats: &Stats,
+    lend: &Loan<(Merge, Vec<u64>), Merge>,
 ) -> O {
     let _ = src.waiter.bell.thread.set(thread::current());
     loop {
@@ -695,6 +786,15 @@ fn run_merge<O: OutputStage>(
                 .pause(|| !drain(rx, buffer, consumed) || !buffer.is_empty());
             continue;
         };
+        if plan == Plan::Lend {
+            // Every plan before it is merged: the counts are the snapshot's positions.
+            let counts = out.stream_counts();
+            let Some(back) = lend.lend((merge, counts)) else {
+                return out;
+            };
+            merge = back;
+            continue;
+        }
         merge.process(&plan, &mut src, &mut out);
         if plan.input_seq().is_some() {
             stats.merged_seq.store(merge.last_seq(), Ordering::Release);

@@ -293,6 +293,15 @@ impl Front {
         }
     }
 
+    /// Between two inputs: ask the output thread and every shard thread to lend their stage
+    /// for a state snapshot (the threaded layout; see `crate::engine::threaded`).
+    pub fn lend<L: FrontLink>(&mut self, link: &mut L) {
+        link.to_merge(&Plan::Lend);
+        for shard in 0..self.shards {
+            self.send(shard, &ShardCmd::Lend, link);
+        }
+    }
+
     /// Take every verdict already answered (nothing stays pending once the shards are idle).
     pub fn settle_all<L: FrontLink>(&mut self, link: &mut L) {
         for shard in 0..self.shards {

@@ -248,6 +248,8 @@ impl Merge {
                 self.snapshot_symbol_start(id, 0, ts, sink);
             }
             Plan::Marker(marker) => sink.marker(marker),
+            // The output thread lends the merge itself (see `ShardCmd::Lend`).
+            Plan::Lend => {}
         }
     }
 

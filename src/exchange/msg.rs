@@ -167,6 +167,10 @@ pub enum ShardCmd {
     },
     /// Not an input: report every displayed resting order (GLIMPSE), between two inputs.
     Snapshot { after_seq: u64 },
+    /// Not an input: the shard thread lends its shard to the front's thread for a state
+    /// snapshot and waits for it back (`crate::engine::threaded`). Handled by the thread,
+    /// never by [`super::shard::Shard::apply`] (a no-op there).
+    Lend,
     /// No more work: the shard thread ends.
     Stop,
 }
@@ -181,7 +185,7 @@ impl ShardCmd {
             | ShardCmd::Cancel { seq, .. }
             | ShardCmd::Replace { seq, .. }
             | ShardCmd::Sweep { seq, .. } => Some(seq),
-            ShardCmd::Snapshot { .. } | ShardCmd::Stop => None,
+            ShardCmd::Snapshot { .. } | ShardCmd::Lend | ShardCmd::Stop => None,
         }
     }
 }
@@ -340,6 +344,10 @@ pub enum Plan {
         id: u64,
     },
     Marker(Marker),
+    /// Not an input: the output thread lends the merge (and the output stage's stream
+    /// counts) to the front's thread for a state snapshot and waits for it back
+    /// (`crate::engine::threaded`). A no-op in [`super::merge::Merge::process`].
+    Lend,
 }
 
 impl Plan {
@@ -349,7 +357,7 @@ impl Plan {
     pub fn input_seq(&self) -> Option<u64> {
         match self {
             Plan::Silent { seq } => Some(*seq),
-            Plan::Snapshot { .. } | Plan::Marker(_) => None,
+            Plan::Snapshot { .. } | Plan::Marker(_) | Plan::Lend => None,
             Plan::Reject { input, .. }
             | Plan::StartOfDay { input }
             | Plan::TradingAction { input, .. }

@@ -426,6 +426,9 @@ impl Shard {
                 ..
             } => self.sweep(ts, scope, first, last, out),
             ShardCmd::Snapshot { .. } => self.snapshot(out),
+            // The thread lends the shard itself; here (inline) there is nothing to do, and no
+            // `Done`: the merge waits for none.
+            ShardCmd::Lend => return true,
             ShardCmd::Stop => return false,
         }
         out.event(&ShardEvent::Done);

@@ -282,6 +282,10 @@ impl Split {
         collect.messages
     }
 
+    pub fn day_ended(&self) -> bool {
+        self.front.day_ended()
+    }
+
     pub fn last_seq(&self) -> u64 {
         self.front.last_seq()
     }

@@ -122,25 +122,28 @@ impl SnapshotWriter {
         true
     }
 
-    /// Encode the state with `encode` (on this thread: the pause) and hand it over.
+    /// Encode the state with `encode` (on this thread: the pause) and hand it over. `encode`
+    /// returns the messages per stream at that point (ITCH first, then every account's OUCH).
     pub fn take(
         &mut self,
         last_seq: u64,
         inputs: u64,
         timestamp: Timestamp,
-        counts: Vec<u64>,
-        encode: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>,
+        encode: impl FnOnce(&mut Vec<u8>) -> std::io::Result<Vec<u64>>,
     ) {
         let Some(mut state) = self.spare.pop() else {
             return;
         };
         let started = Instant::now();
         state.clear();
-        if let Err(e) = encode(&mut state) {
-            tracing::error!("snapshot not taken: encoding the state: {e}");
-            self.spare.push(state);
-            return;
-        }
+        let counts = match encode(&mut state) {
+            Ok(counts) => counts,
+            Err(e) => {
+                tracing::error!("snapshot not taken: encoding the state: {e}");
+                self.spare.push(state);
+                return;
+            }
+        };
         let job = Job {
             last_seq,
             inputs,
@@ -317,9 +320,9 @@ mod tests {
 
     fn take(writer: &mut SnapshotWriter, seq: u64) {
         assert!(writer.due(seq, Timestamp(1_000 + seq)));
-        writer.take(seq, seq, Timestamp(1_000 + seq), vec![0], |state| {
+        writer.take(seq, seq, Timestamp(1_000 + seq), |state| {
             state.extend_from_slice(b"state");
-            Ok(())
+            Ok(vec![0])
         });
     }
 

@@ -5,6 +5,8 @@
 # snapshots moved aside (a full replay) and in place (newest snapshot + the committed tail).
 # Prints, per restart, the seconds from `bourse run` to its "cluster member recovered its
 # journal" line (the state rebuilt) and to `listening`, and the process's CPU time then.
+# With BIN_B=dir the restarts alternate between two builds instead, both from the snapshots
+# (an A/B of the restart path; the load and the other members run BIN).
 #   tools/bench/member_restart.sh        SECS=20 EVERY=1000000 ROUNDS=3 BIN=target/release
 set -u
 cd "$(dirname "$0")/../.."
@@ -36,8 +38,8 @@ members = ["127.0.0.1:$((BASE + 1))", "127.0.0.1:$((BASE + 2))", "127.0.0.1:$((B
 secret = "the benchmark cluster's secret"
 EOF
 done
-start() { # I: start member I, wait for its listening line
-  $BIN/bourse run --config "$OUT/m$1.toml" > "$OUT/m$1.addr" 2> "$OUT/m$1.log" &
+start() { # I [BIN]: start member I (with BIN's bourse)
+  ${2:-$BIN}/bourse run --config "$OUT/m$1.toml" > "$OUT/m$1.addr" 2> "$OUT/m$1.log" &
   echo $! > "$OUT/m$1.pid"
 }
 status() { $BIN/bourse admin --config "$OUT/m$1.toml" status 2>/dev/null; }
@@ -59,11 +61,12 @@ for _ in $(seq 600); do [ "$(commit $VICTIM)" = "$(commit $LEADER)" ] && break; 
 echo "commit index: $(commit $LEADER); snapshots of member $VICTIM: $(ls "$OUT/journal-m$VICTIM/snapshots" | tr '\n' ' ')"
 SNAPS="$OUT/journal-m$VICTIM/snapshots"
 for round in $(seq "$ROUNDS"); do
-  for how in full snapshot; do
+  HOWS="full snapshot"; [ -n "${BIN_B:-}" ] && HOWS="snapshot snapshot-B"
+  for how in $HOWS; do
     kill -9 "$(cat "$OUT/m$VICTIM.pid")"; sleep 1
     if [ $how = full ]; then mv "$SNAPS" "$OUT/snapshots-aside"; fi
     t0=$(date +%s.%N)
-    start $VICTIM
+    if [ $how = snapshot-B ]; then start $VICTIM "$BIN_B"; else start $VICTIM; fi
     pid=$(cat "$OUT/m$VICTIM.pid")
     recovered=""
     for _ in $(seq 3000); do
