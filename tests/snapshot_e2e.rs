@@ -212,6 +212,28 @@ fn a_killed_sharded_daemon_restarts_from_its_snapshot_and_every_message_is_there
     check_restarted(venue, &first, &tail, &journal);
 }
 
+/// A snapshot whose state is past its own record (a writer's defect: the file's checksums
+/// hold, so only this check can see it) is passed over for an older one or a full replay: the
+/// daemon restarts and nothing is lost or doubled. Without the check the restart stopped at
+/// the first tail input ("inputs must arrive in sequence order").
+#[test]
+fn a_snapshot_whose_state_is_past_its_record_is_passed_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_text(dir.path(), "[snapshot]\nevery_inputs = 7\nkeep = 2\n");
+    let journal = dir.path().join("journal");
+    let (first, tail, day) = orders_snapshots_tail_kill9(dir.path(), &config);
+    for (_, path) in bourse::snapshot::list(&day) {
+        let bytes = std::fs::read(&path).unwrap();
+        let s = bourse::snapshot::Snapshot::decode(&bytes).unwrap();
+        let mut state = s.state.to_vec();
+        // The state's last input: after the 24-byte magic.
+        state[24..32].copy_from_slice(&(s.last_seq + 1).to_le_bytes());
+        std::fs::write(&path, s.with_state(state).encode()).unwrap();
+    }
+    let venue = Venue::start(dir.path(), &config);
+    check_restarted(venue, &first, &tail, &journal);
+}
+
 /// Start the daemon again and check it reopened the stores (cut at the snapshot) rather
 /// than rebuilding them with a full replay: the ITCH store is the same file.
 fn restart_from_snapshot(dir: &Path, config: &str, day: &Path) -> Venue {

@@ -1105,6 +1105,12 @@ fn resume_from_snapshot(
                 Split::from_state(&header.venue, shards, s.state).map_err(|e| e.to_string())?,
             )),
         };
+        // The journal's tail is applied after the snapshot's record: a state past it (a
+        // writer's defect: the file's checksums hold) would stop the restart at the first
+        // tail input, so it is refused like a damaged file.
+        if core.last_seq() > s.last_seq {
+            return Err("the state is past the snapshot's record".into());
+        }
         // After End of Messages the output stage must know where that message is: an ended
         // day (short to replay anyway) restarts by a full replay.
         if core.day_ended() {
@@ -1189,6 +1195,13 @@ impl Prefetch for Replaying {
 }
 
 impl Replaying {
+    fn last_seq(&self) -> u64 {
+        match self {
+            Replaying::Compact(exchange) => exchange.last_seq(),
+            Replaying::Sharded(split) => split.last_seq(),
+        }
+    }
+
     fn day_ended(&self) -> bool {
         match self {
             Replaying::Compact(exchange) => exchange.day_ended(),
