@@ -118,11 +118,19 @@ fuzz_target!(|data: &[u8]| {
             assert!(damages > 0, "an undamaged state restores");
             return;
         }
-        (c, s) => panic!("the layouts disagree: compact {:?}, split {:?}", c.err(), s.err()),
+        (c, s) => panic!(
+            "the layouts disagree: compact {:?}, split {:?}",
+            c.err(),
+            s.err()
+        ),
     };
     let mut sink = Recorder::default();
     let digest = compact.state_digest();
-    assert_eq!(split.state_digest(&mut sink), digest, "one shard and two agree");
+    assert_eq!(
+        split.state_digest(&mut sink),
+        digest,
+        "one shard and two agree"
+    );
     if damages == 0 {
         assert_eq!(digest, saved, "restored as saved");
     }

@@ -60,7 +60,10 @@ fuzz_target!(|data: &[u8]| {
             vouched_through: 0,
             ..vouched
         };
-        assert_eq!(&as_full, full, "a vouched scan reports what the full one does");
+        assert_eq!(
+            &as_full, full,
+            "a vouched scan reports what the full one does"
+        );
     }
     if let Ok(repaired) = truncate_corrupt_tail(&dir) {
         let verified = verify(&dir);

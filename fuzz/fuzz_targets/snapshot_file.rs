@@ -19,7 +19,17 @@ use libfuzzer_sys::fuzz_target;
 const HEADER_DIGEST: [u8; 32] = [7; 32];
 
 fuzz_target!(|data: &[u8]| {
-    let [flags, seq_lo, seq_hi, at_lo, at_hi, damage, want, state @ ..] = data else {
+    let [
+        flags,
+        seq_lo,
+        seq_hi,
+        at_lo,
+        at_hi,
+        damage,
+        want,
+        state @ ..,
+    ] = data
+    else {
         return;
     };
     let last_seq = u64::from(u16::from_le_bytes([*seq_lo, *seq_hi]));
