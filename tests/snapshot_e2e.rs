@@ -187,8 +187,14 @@ fn check_restarted(venue: Venue, first: &Messages, tail: &Messages, journal: &Pa
 /// what the daemon said.
 #[test]
 fn a_killed_daemon_restarts_from_its_snapshot_and_every_message_is_there_once() {
+    kill9_and_restart_from_snapshot("[snapshot]\nevery_inputs = 7\nkeep = 2\n");
+}
+
+/// A day of the venue with `sections` (snapshots every 7 inputs), killed with -9 after the
+/// snapshots, restarted from the newest one and checked ([`check_restarted`]).
+fn kill9_and_restart_from_snapshot(sections: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let config = config_text(dir.path(), "[snapshot]\nevery_inputs = 7\nkeep = 2\n");
+    let config = config_text(dir.path(), sections);
     let journal = dir.path().join("journal");
     let (first, tail, day) = orders_snapshots_tail_kill9(dir.path(), &config);
     let venue = restart_from_snapshot(dir.path(), &config, &day);
@@ -202,14 +208,10 @@ fn a_killed_daemon_restarts_from_its_snapshot_and_every_message_is_there_once() 
 /// digests.
 #[test]
 fn a_killed_sharded_daemon_restarts_from_its_snapshot_and_every_message_is_there_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let sections = "[snapshot]\nevery_inputs = 7\nkeep = 2\n\n\
-        [engine]\nlayout = \"sharded\"\nshards = 2\nwait = \"park\"\nring_slots = 1024\n";
-    let config = config_text(dir.path(), sections);
-    let journal = dir.path().join("journal");
-    let (first, tail, day) = orders_snapshots_tail_kill9(dir.path(), &config);
-    let venue = restart_from_snapshot(dir.path(), &config, &day);
-    check_restarted(venue, &first, &tail, &journal);
+    kill9_and_restart_from_snapshot(
+        "[snapshot]\nevery_inputs = 7\nkeep = 2\n\n\
+         [engine]\nlayout = \"sharded\"\nshards = 2\nwait = \"park\"\nring_slots = 1024\n",
+    );
 }
 
 /// A snapshot whose state is past its own record (a writer's defect: the file's checksums
