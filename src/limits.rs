@@ -48,6 +48,22 @@ pub const RING_RESERVE_SLOTS: u64 = 8;
 /// Smallest ring: room for the reserve many times over.
 pub const RING_SLOTS_MIN: u32 = 64;
 const _: () = assert!(RING_SLOTS_MIN as u64 >= 4 * RING_RESERVE_SLOTS);
+/// Largest ring: the commands one shard can hold (its ring and the batch it drained from it,
+/// [`shard_in_flight_max`]) must stay within what a front built for replay awaits
+/// ([`SPLIT_IN_FLIGHT_MAX`]: the daemon's sharded front is the replay's).
+pub const RING_SLOTS_MAX: u32 = 1 << 18;
+/// Commands a replay's (and so the daemon's) sharded front lets be on their way to one shard.
+pub const SPLIT_IN_FLIGHT_MAX: usize = 1 << 20;
+const _: () = assert!(shard_in_flight_max(RING_SLOTS_MAX as usize) <= SPLIT_IN_FLIGHT_MAX);
+
+/// Commands on their way to one shard thread at most, with rings of `slots`: the ring full
+/// and the batch the shard drained from it before (it drains at most a ring's worth, and
+/// works through it before it drains again), plus the one being published. Also the most
+/// verdicts its channel can hold: the front takes a shard's verdicts before every command it
+/// sends that shard.
+pub const fn shard_in_flight_max(slots: usize) -> usize {
+    2 * slots + 1
+}
 
 /// Longest journal record payload of an OUCH input: the account, then the message.
 pub const OUCH_RECORD_BYTES_MAX: usize = 2 + ouch::inbound_len::ENTER;
@@ -62,9 +78,9 @@ pub const MOLDUDP64_PAYLOAD_BYTES_MIN: u16 = 20 + 2 + itch::MAX_MESSAGE_LEN as u
 /// naming the key on failure.
 pub fn check(config: &Config) -> Result<(), String> {
     let slots = config.engine.ring_slots;
-    if !slots.is_power_of_two() || slots < RING_SLOTS_MIN {
+    if !slots.is_power_of_two() || !(RING_SLOTS_MIN..=RING_SLOTS_MAX).contains(&slots) {
         return Err(format!(
-            "engine.ring_slots must be a power of two of at least {RING_SLOTS_MIN}"
+            "engine.ring_slots must be a power of two in {RING_SLOTS_MIN}..={RING_SLOTS_MAX}"
         ));
     }
     if config.engine.shards == 0 || config.engine.shards as usize > config.symbols.len() {

@@ -190,6 +190,96 @@ fn a_state_saved_on_threads_is_the_compact_layouts_state() {
     }
 }
 
+/// A burst of Replaces to one shard, each replacing the token the one before created (so each
+/// leaves a replacement token pending until the shard's verdict), with a state saved every
+/// 5,000 inputs and the pipeline finished. A shard can owe verdicts for its whole ring and the
+/// batch it drained before (`limits::shard_in_flight_max`); their channel held a ring's worth,
+/// so a lagging shard blocked on it while the output thread waited for its events and the
+/// front for a lent stage (or its ring, or the join at the finish): the three threads hung.
+#[test]
+fn a_burst_of_pending_replacements_never_stalls_a_save_or_the_finish() {
+    use bourse::types::{Alpha, Firm, Price, Shares};
+    use bourse::workload::{demo_venue, token_of};
+    // Hangs are the failure here: give up loudly rather than wait for the CI's timeout.
+    std::thread::spawn(|| {
+        std::thread::sleep(std::time::Duration::from_secs(120));
+        eprintln!("the burst hung (a save or the finish never returned)");
+        std::process::exit(3);
+    });
+    let venue = demo_venue("S0", 1, bourse::exchange::Limits::default());
+    let ts = |seq: u64| Timestamp(34_200_000_000_000 + seq * 1_000);
+    let enter = ouch::Inbound::Enter(ouch::EnterOrder {
+        token: token_of(0),
+        side: b'B',
+        shares: Shares(100),
+        stock: Alpha::from_str_padded("S0").unwrap(),
+        price: Price(10_000),
+        tif: 99_999,
+        firm: Firm::SPACES,
+        display: b'Y',
+        capacity: b'A',
+        intermarket_sweep: b'N',
+        min_qty: Shares(0),
+        cross_type: b'N',
+        customer_type: b' ',
+    });
+    let mut inputs = vec![Command::StartOfDay, ouch_of(enter)];
+    inputs.extend((0..60_000u32).map(|i| {
+        ouch_of(ouch::Inbound::Replace(ouch::ReplaceOrder {
+            existing: token_of(i),
+            replacement: token_of(i + 1),
+            shares: Shares(100),
+            price: Price(10_000 + 100 * (i % 50)),
+            tif: 99_999,
+            display: b'Y',
+            intermarket_sweep: b'N',
+            min_qty: Shares(0),
+        }))
+    }));
+    let config = ShardedConfig {
+        shards: 1,
+        wait: WaitStrategy::Park,
+        ring_slots: 64,
+        pin_cores: false,
+    };
+    // As the daemon builds it (the front of a replay), and fresh.
+    for from_replay in [true, false] {
+        let mut p = if from_replay {
+            let (front, shards, merge) = bourse::exchange::Split::new(&venue, 1)
+                .unwrap()
+                .into_parts(&mut Collect::default());
+            Sharded::from_parts(front, shards, merge, &config, Collect::default()).unwrap()
+        } else {
+            Sharded::start(&venue, &config, Collect::default()).unwrap()
+        };
+        for (i, command) in inputs.iter().enumerate() {
+            let seq = i as u64 + 1;
+            p.apply(&Input {
+                seq,
+                timestamp: ts(seq),
+                command: *command,
+            });
+            if seq % 5_000 == 0 {
+                p.save_state(&mut Vec::new()).unwrap();
+            }
+        }
+        let out = p.finish();
+        let replaced = out
+            .outputs
+            .iter()
+            .filter(|o| matches!(o, Output::Ouch(_, ouch::Outbound::Replaced(_))))
+            .count();
+        assert_eq!(replaced, 60_000, "from replay: {from_replay}");
+    }
+}
+
+fn ouch_of(message: ouch::Inbound) -> Command {
+    Command::Ouch {
+        account: AccountId(0),
+        message,
+    }
+}
+
 #[derive(Default)]
 struct Count(u64);
 

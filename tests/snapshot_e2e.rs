@@ -187,18 +187,30 @@ fn check_restarted(venue: Venue, first: &Messages, tail: &Messages, journal: &Pa
 /// what the daemon said.
 #[test]
 fn a_killed_daemon_restarts_from_its_snapshot_and_every_message_is_there_once() {
-    kill9_and_restart_from_snapshot("[snapshot]\nevery_inputs = 7\nkeep = 2\n");
+    kill9_and_restart_from_snapshot("[snapshot]\nevery_inputs = 7\nkeep = 2\n", 0);
 }
 
 /// A day of the venue with `sections` (snapshots every 7 inputs), killed with -9 after the
-/// snapshots, restarted from the newest one and checked ([`check_restarted`]).
-fn kill9_and_restart_from_snapshot(sections: &str) {
+/// snapshots, restarted from the newest one (running `shard_threads` shard threads: the
+/// layout it restored into) and checked ([`check_restarted`]).
+fn kill9_and_restart_from_snapshot(sections: &str, shard_threads: usize) {
     let dir = tempfile::tempdir().unwrap();
     let config = config_text(dir.path(), sections);
     let journal = dir.path().join("journal");
     let (first, tail, day) = orders_snapshots_tail_kill9(dir.path(), &config);
     let venue = restart_from_snapshot(dir.path(), &config, &day);
+    assert_eq!(threads_named(&venue, "bourse-shard-"), shard_threads);
     check_restarted(venue, &first, &tail, &journal);
+}
+
+/// The daemon's threads whose name starts with `prefix`.
+fn threads_named(venue: &Venue, prefix: &str) -> usize {
+    let tasks = format!("/proc/{}/task", venue.child.id());
+    std::fs::read_dir(tasks)
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with(prefix))
+        .count()
 }
 
 /// The same with the sharded layout: its threads lend their stages for each snapshot (the
@@ -211,6 +223,7 @@ fn a_killed_sharded_daemon_restarts_from_its_snapshot_and_every_message_is_there
     kill9_and_restart_from_snapshot(
         "[snapshot]\nevery_inputs = 7\nkeep = 2\n\n\
          [engine]\nlayout = \"sharded\"\nshards = 2\nwait = \"park\"\nring_slots = 1024\n",
+        2,
     );
 }
 

@@ -129,7 +129,7 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
     /// i.e. committed (a leader's inputs are applied before their commit, and a deposed
     /// leader's uncommitted records are cut and written again by its successor). The sharded
     /// layout's threads lend their stages to this thread for the encoding
-    /// ([`Sharded::save_state`]): the same bytes as the compact layout's at that point.
+    /// ([`Sharded::save_state`]): the same state as the compact layout's at that point.
     fn start_state_snapshots(&mut self, config: &Config) -> Result<(), String> {
         let c = &config.snapshot;
         let schedule = crate::snapshot::Schedule::new(c.every_inputs, c.every_seconds);

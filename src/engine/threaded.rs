@@ -359,8 +359,15 @@ impl ShardOut for ShardLink {
     }
 
     fn verdict(&mut self, verdict: Verdict) {
-        // Never blocks: the channel holds more than the Replaces that can be in flight.
-        self.verdicts.send(verdict).expect("front alive");
+        // Never blocks: the channel holds more than the Replaces that can be in flight
+        // (`limits::shard_in_flight_max`). A full channel would hang the shard, the merge
+        // waiting for its events and the front waiting for its ring or a lent stage: fail
+        // loudly instead (a pipeline thread's panic stops the process).
+        match self.verdicts.try_send(verdict) {
+            Ok(()) => {}
+            Err(channel::TrySendError::Full(_)) => panic!("a shard's verdict channel is full"),
+            Err(channel::TrySendError::Disconnected(_)) => panic!("front gone"),
+        }
     }
 }
 
@@ -445,7 +452,8 @@ impl<O: OutputStage> Sharded<O> {
 
     pub fn start(venue: &Venue, config: &ShardedConfig, output: O) -> Result<Self, String> {
         let n = config.shards.max(1);
-        let front = Front::new(venue, n, config.slots()).map_err(|e| e.to_string())?;
+        let in_flight = crate::limits::shard_in_flight_max(config.slots());
+        let front = Front::new(venue, n, in_flight).map_err(|e| e.to_string())?;
         let merge = Merge::new(venue, n).map_err(|e| e.to_string())?;
         let shards = (0..n)
             .map(|k| Shard::new(venue, k, n))
@@ -471,6 +479,11 @@ impl<O: OutputStage> Sharded<O> {
             "threads start with every verdict settled"
         );
         let slots = config.slots();
+        let in_flight = crate::limits::shard_in_flight_max(slots);
+        assert!(
+            front.awaited_max() > in_flight,
+            "the front awaits every verdict a shard can owe"
+        );
         let strategy = config.wait;
         let stats = Arc::new(Stats {
             resting: (0..n).map(|_| AtomicU64::new(0)).collect(),
@@ -499,7 +512,8 @@ impl<O: OutputStage> Sharded<O> {
             stats.expiring[k].store(shard.expiring_orders(), Ordering::Relaxed);
             let (cmd_lane, mut cmd_rx, cmd_consumed) = lane(slots, ShardCmd::EMPTY);
             let (event_lane, event_rx, event_consumed) = lane(slots, ShardEvent::EMPTY);
-            let (verdict_tx, verdict_rx) = channel::bounded(slots + 2);
+            // Holds every verdict the shard can owe (`shard_in_flight_max`): never full.
+            let (verdict_tx, verdict_rx) = channel::bounded(in_flight + 1);
             let bell = Arc::new(Bell::default());
             let waiter = Waiter {
                 strategy,
@@ -537,7 +551,7 @@ impl<O: OutputStage> Sharded<O> {
                                 if k == 0 && panic_seq.is_some() && cmd.seq() == panic_seq {
                                     panic!("failpoint shard-panic-at-seq");
                                 }
-                                if cmd == ShardCmd::Lend {
+                                if matches!(cmd, ShardCmd::Lend) {
                                     let Some(back) = shard_loan.lend(shard) else {
                                         break 'run;
                                     };
@@ -648,12 +662,13 @@ impl<O: OutputStage> Sharded<O> {
         self.front.snapshot(ts, id, link);
     }
 
-    /// Encode the state after every input sequenced so far into `out` (a state snapshot, the
-    /// bytes a compact venue writes at the same point) and return the output stage's stream
-    /// counts there. The stages are lent to this thread: every shard and the output thread
+    /// Encode the state after every input sequenced so far into `out` (a state snapshot: the
+    /// state a compact venue has at the same point, which either layout restores; the token
+    /// tables' slot arrays may lie differently) and return the output stage's stream counts
+    /// there. The stages are lent to this thread: every shard and the output thread
     /// finish what was sent before, hand their stage over and wait, so this pauses the
     /// pipeline for its drain and the encoding (as the compact layout pauses its one thread
-    /// for the encoding).
+    /// for the encoding; the output thread runs no feed timers meanwhile either).
     pub fn save_state(&mut self, out: &mut Vec<u8>) -> std::io::Result<Vec<u64>> {
         let link = self.link.as_mut().expect("running");
         self.front.lend(link);
@@ -786,7 +801,7 @@ fn run_merge<O: OutputStage>(
                 .pause(|| !drain(rx, buffer, consumed) || !buffer.is_empty());
             continue;
         };
-        if plan == Plan::Lend {
+        if matches!(plan, Plan::Lend) {
             // Every plan before it is merged: the counts are the snapshot's positions.
             let counts = out.stream_counts();
             let Some(back) = lend.lend((merge, counts)) else {

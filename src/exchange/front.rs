@@ -152,6 +152,11 @@ impl Front {
             .collect()
     }
 
+    /// Replaces whose verdict one shard may owe at once (see [`Self::new`]).
+    pub fn awaited_max(&self) -> usize {
+        self.awaited_max
+    }
+
     pub fn shards(&self) -> usize {
         self.shards
     }

@@ -164,7 +164,7 @@ impl Split {
         };
         Ok(Split {
             // Queues here are unbounded, so the bound on awaited verdicts is the input count.
-            front: Front::new(venue, shards, 1 << 20)?,
+            front: Front::new(venue, shards, crate::limits::SPLIT_IN_FLIGHT_MAX)?,
             merge: Merge::new(venue, shards)?,
             lanes,
             plans: VecDeque::new(),
