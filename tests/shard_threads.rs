@@ -259,7 +259,7 @@ fn a_burst_of_pending_replacements_never_stalls_a_save_or_the_finish() {
                 timestamp: ts(seq),
                 command: *command,
             });
-            if seq % 5_000 == 0 {
+            if seq.is_multiple_of(5_000) {
                 p.save_state(&mut Vec::new()).unwrap();
             }
         }
