@@ -521,6 +521,13 @@ impl ClusterNode {
     /// only once a record is in their journal).
     pub fn poll(&mut self, out: &mut Polled) -> Result<(), StorageFailure> {
         out.clear();
+        // A record raft needed to send could not be read (damaged): this member stops; the
+        // others hold the record.
+        if let Some(why) = self.raw.store().take_read_failure() {
+            return Err(StorageFailure::Inconsistent(format!(
+                "a journal record raft needs cannot be read: {why}"
+            )));
+        }
         out.events.append(&mut self.pending_events);
         // Bounded: a member with a backlog (it was starved of CPU, or is catching up) applies
         // it over several turns, stepping messages and counting ticks in between, instead of

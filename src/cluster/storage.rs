@@ -139,6 +139,11 @@ pub struct JournalStorage {
     cache: VecDeque<Entry>,
     cache_bytes: usize,
     reader: RefCell<Option<JournalReader>>,
+    /// A record raft asked for could not be read (a damaged one: the journal's records
+    /// before the snapshot a restart resumed from are not checked at open). Raft-rs panics
+    /// on a storage error there, so `entries` reports the records as not yet available and
+    /// the member stops cleanly at its next poll ([`Self::take_read_failure`]).
+    read_failure: RefCell<Option<String>>,
     _lock: File,
 }
 
@@ -211,6 +216,7 @@ impl JournalStorage {
             cache: VecDeque::with_capacity(1024),
             cache_bytes: 0,
             reader: RefCell::new(None),
+            read_failure: RefCell::new(None),
             _lock: lock,
         })
     }
@@ -429,6 +435,11 @@ impl JournalStorage {
         Ok(timestamp)
     }
 
+    /// A read failure raft's `entries` met since the last call (see `read_failure`).
+    pub fn take_read_failure(&self) -> Option<String> {
+        self.read_failure.borrow_mut().take()
+    }
+
     /// Call `each` with records `low..high` in order until it returns false.
     pub fn read_records(
         &self,
@@ -583,11 +594,6 @@ fn unavailable() -> raft::Error {
     raft::Error::Store(StorageError::Unavailable)
 }
 
-fn other(failure: StorageFailure) -> raft::Error {
-    tracing::error!(%failure, "cluster: storage read failed");
-    raft::Error::Store(StorageError::Other(Box::new(failure)))
-}
-
 impl Storage for JournalStorage {
     fn initial_state(&self) -> raft::Result<RaftState> {
         let hard_state = HardState {
@@ -619,16 +625,17 @@ impl Storage for JournalStorage {
         let journal_high = high.min(cache_first.max(low));
         if low < journal_high {
             let mut failure = None;
-            self.read_records(low, journal_high, |record| match self.entry_of(record) {
+            let read = self.read_records(low, journal_high, |record| match self.entry_of(record) {
                 Ok(entry) => taken.offer(entry),
                 Err(e) => {
                     failure = Some(e);
                     false
                 }
-            })
-            .map_err(other)?;
-            if let Some(failure) = failure {
-                return Err(other(failure));
+            });
+            if let Some(failure) = read.err().or(failure) {
+                tracing::error!(%failure, low, high = journal_high, "cluster: a record raft needs cannot be read");
+                self.read_failure.replace(Some(failure.to_string()));
+                return Err(raft::Error::Store(StorageError::LogTemporarilyUnavailable));
             }
             if (taken.entries.len() as u64) < journal_high - low {
                 return Ok(taken.entries);
@@ -781,6 +788,20 @@ mod tests {
         // A reader still checks what it reads: a lagging follower is never sent record 10.
         let read = storage.read_records(9, 12, |_| true);
         assert!(read.is_err(), "record 10 is read with its checksum");
+        // Raft asking for it gets "not yet" (an error there would be raft-rs's panic), and
+        // the member learns why at its next poll (it stops cleanly).
+        let context = GetEntriesContext::empty(false);
+        let asked = storage.entries(9, 12, None, context);
+        assert!(
+            matches!(
+                asked,
+                Err(raft::Error::Store(StorageError::LogTemporarilyUnavailable))
+            ),
+            "{asked:?}"
+        );
+        let why = storage.take_read_failure().expect("noted");
+        assert!(why.contains("checksum"), "{why}");
+        assert_eq!(storage.take_read_failure(), None);
         drop(storage);
         // The snapshot's own record is checked.
         damage(&journal, 300);
