@@ -198,8 +198,8 @@ fn a_state_saved_on_threads_is_the_compact_layouts_state() {
 /// front for a lent stage (or its ring, or the join at the finish): the three threads hung.
 #[test]
 fn a_burst_of_pending_replacements_never_stalls_a_save_or_the_finish() {
-    use bourse::types::{Alpha, Firm, Price, Shares};
-    use bourse::workload::{demo_venue, token_of};
+    use bourse::types::Side;
+    use bourse::workload::{Op, demo_venue, to_message};
     // Hangs are the failure here: give up loudly rather than wait for the CI's timeout.
     std::thread::spawn(|| {
         std::thread::sleep(std::time::Duration::from_secs(120));
@@ -207,34 +207,33 @@ fn a_burst_of_pending_replacements_never_stalls_a_save_or_the_finish() {
         std::process::exit(3);
     });
     let venue = demo_venue("S0", 1, bourse::exchange::Limits::default());
+    let tick = venue.symbols[0].tick;
     let ts = |seq: u64| Timestamp(34_200_000_000_000 + seq * 1_000);
-    let enter = ouch::Inbound::Enter(ouch::EnterOrder {
-        token: token_of(0),
-        side: b'B',
-        shares: Shares(100),
-        stock: Alpha::from_str_padded("S0").unwrap(),
-        price: Price(10_000),
-        tif: 99_999,
-        firm: Firm::SPACES,
-        display: b'Y',
-        capacity: b'A',
-        intermarket_sweep: b'N',
-        min_qty: Shares(0),
-        cross_type: b'N',
-        customer_type: b' ',
-    });
-    let mut inputs = vec![Command::StartOfDay, ouch_of(enter)];
-    inputs.extend((0..60_000u32).map(|i| {
-        ouch_of(ouch::Inbound::Replace(ouch::ReplaceOrder {
-            existing: token_of(i),
-            replacement: token_of(i + 1),
-            shares: Shares(100),
-            price: Price(10_000 + 100 * (i % 50)),
-            tif: 99_999,
-            display: b'Y',
-            intermarket_sweep: b'N',
-            min_qty: Shares(0),
-        }))
+    let order = |op: &Op| {
+        let (account, message) = to_message(op, "S0", tick);
+        Command::Ouch { account, message }
+    };
+    let (side, shares) = (Side::Buy, 100);
+    let mut inputs = vec![
+        Command::StartOfDay,
+        order(&Op::Limit {
+            account: 0,
+            id: 0,
+            side,
+            price_ticks: 100,
+            shares,
+        }),
+    ];
+    inputs.extend((0..60_000u32).map(|id| {
+        order(&Op::Replace {
+            account: 0,
+            id,
+            new_id: id + 1,
+            side,
+            price_ticks: 100 + id % 50,
+            shares,
+            executed: 0,
+        })
     }));
     let config = ShardedConfig {
         shards: 1,
@@ -270,13 +269,6 @@ fn a_burst_of_pending_replacements_never_stalls_a_save_or_the_finish() {
             .filter(|o| matches!(o, Output::Ouch(_, ouch::Outbound::Replaced(_))))
             .count();
         assert_eq!(replaced, 60_000, "from replay: {from_replay}");
-    }
-}
-
-fn ouch_of(message: ouch::Inbound) -> Command {
-    Command::Ouch {
-        account: AccountId(0),
-        message,
     }
 }
 
