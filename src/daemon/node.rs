@@ -792,8 +792,8 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Replay {
     /// The layout's stages from the newest valid snapshot and the journal's tail, else in
-    /// full (the state's bytes do not depend on the layout: a snapshot of either restores
-    /// into either).
+    /// full (the state's encoding does not depend on the layout: a snapshot of either
+    /// restores into either).
     FromSnapshot(Layout),
     /// Compact, every record (new store files).
     Full,
