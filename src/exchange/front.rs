@@ -90,7 +90,7 @@ pub struct Front {
     pub(crate) tokens: Vec<TokenTable>,
     /// Per shard: Replaces sent that will be answered, oldest first.
     awaited: Vec<VecDeque<Awaited>>,
-    /// Replaces that may be awaited at once per shard (the ring between front and shard).
+    /// Replaces that may be awaited at once per shard (`in_flight_max` + 1).
     awaited_max: usize,
     last_seq: u64,
     /// Verdicts that had to be waited for (rare: tokens reused while pending).
@@ -98,7 +98,8 @@ pub struct Front {
 }
 
 impl Front {
-    /// `in_flight_max`: commands that can be on their way to one shard at once (its ring).
+    /// `in_flight_max`: commands that can be on their way to one shard at once (on threads:
+    /// its ring and the batch it drained, `limits::shard_in_flight_max`).
     pub fn new(venue: &Venue, shards: usize, in_flight_max: usize) -> Result<Front, VenueError> {
         assert!(shards >= 1 && in_flight_max >= 1);
         let specs = venue.specs()?;
