@@ -1204,3 +1204,88 @@ fn killed_members_restart_from_their_snapshots() {
     }
     end_of_day(cluster, leader, &mut brokers, feed);
 }
+
+/// A leader that cannot read a record a lagging follower needs (damaged on its disk; its state
+/// snapshot vouched for it at open, so the open did not read its checksum) stops with an error
+/// instead of raft-rs panicking on the storage error, and the member that holds the record
+/// intact leads and brings the follower up: brokers lose and double nothing.
+#[test]
+fn a_leader_that_cannot_read_a_record_a_follower_needs_stops_and_another_serves_it() {
+    let mut cluster = Cluster::start_with(false, "\n[snapshot]\nevery_inputs = 40\nkeep = 2");
+    let first = cluster.await_one_leader(Duration::from_secs(20));
+    let (lagging, intact) = ((first + 1) % 3, (first + 2) % 3);
+    cluster.kill9(lagging);
+    let stop = Arc::new(AtomicBool::new(false));
+    let gateway = cluster.members[first].gateway;
+    let threads = trade_on(gateway, (0..3).map(Broker::new).collect(), &stop, "DM");
+    // Enough for snapshots well past the records the lagging member lacks.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while bourse::snapshot::list(&cluster.members[first].journal())
+        .first()
+        .is_none_or(|(seq, _)| *seq < 400)
+    {
+        assert!(Instant::now() < deadline, "the leader writes snapshots");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut brokers: Vec<Broker> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    cluster.await_caught_up(Duration::from_secs(30));
+    cluster.kill9(first);
+    cluster.kill9(intact);
+    // ALICE's sixth order of the round: long before the leader's snapshot, after everything the
+    // lagging member has.
+    damage_order(&cluster.members[first].journal(), "DM0x5 ");
+    // The damaged member and the lagging one: the lagging one cannot win an election, so the
+    // damaged one leads and must send the damaged record.
+    cluster.launch(first, "run");
+    cluster.launch(lagging, "run");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let child = cluster.members[first].child.as_mut().expect("launched");
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the damaged leader stops");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    cluster.members[first].child = None;
+    let log = cluster.members[first].last_log();
+    assert!(!status.success(), "{log}");
+    assert!(
+        log.contains("a journal record raft needs cannot be read") && !log.contains("panicked"),
+        "a clean stop, not raft's panic:\n{log}"
+    );
+    cluster.launch(intact, "run");
+    let leader = cluster.await_one_leader(Duration::from_secs(20));
+    assert_eq!(leader, intact);
+    cluster.await_caught_up(Duration::from_secs(30));
+    for b in brokers.iter_mut() {
+        drop(b.catch_up(cluster.members[leader].gateway));
+    }
+    eprintln!(
+        "the damaged leader stopped ({status}); member {} leads, member {} caught up; {} orders",
+        intact + 1,
+        lagging + 1,
+        brokers.iter().map(|b| b.sent.len()).sum::<usize>()
+    );
+}
+
+/// Flip a byte of the journal record carrying `needle` (an order's token, padded).
+fn damage_order(journal: &std::path::Path, needle: &str) {
+    for entry in std::fs::read_dir(journal).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|x| x != "seg") {
+            continue;
+        }
+        let mut bytes = std::fs::read(&path).unwrap();
+        if let Some(at) = bytes
+            .windows(needle.len())
+            .position(|w| w == needle.as_bytes())
+        {
+            bytes[at] ^= 0x20;
+            std::fs::write(&path, bytes).unwrap();
+            return;
+        }
+    }
+    panic!("no record carries {needle:?}");
+}
