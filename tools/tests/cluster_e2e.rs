@@ -1211,25 +1211,26 @@ fn killed_members_restart_from_their_snapshots() {
 /// intact leads and brings the follower up: brokers lose and double nothing.
 #[test]
 fn a_leader_that_cannot_read_a_record_a_follower_needs_stops_and_another_serves_it() {
-    let mut cluster = Cluster::start_with(false, "\n[snapshot]\nevery_inputs = 40\nkeep = 2");
+    let mut cluster = Cluster::start_with(false, "\n[snapshot]\nevery_inputs = 20\nkeep = 2");
     let first = cluster.await_one_leader(Duration::from_secs(20));
     let (lagging, intact) = ((first + 1) % 3, (first + 2) % 3);
     cluster.kill9(lagging);
     let stop = Arc::new(AtomicBool::new(false));
     let gateway = cluster.members[first].gateway;
     let threads = trade_on(gateway, (0..3).map(Broker::new).collect(), &stop, "DM");
-    // Enough for snapshots well past the records the lagging member lacks.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // Enough for snapshots well past the records the lagging member lacks. (Deadlines here
+    // are generous: a loaded 2-core machine runs three debug daemons and the brokers.)
+    let deadline = Instant::now() + Duration::from_secs(120);
     while bourse::snapshot::list(&cluster.members[first].journal())
         .first()
-        .is_none_or(|(seq, _)| *seq < 400)
+        .is_none_or(|(seq, _)| *seq < 100)
     {
         assert!(Instant::now() < deadline, "the leader writes snapshots");
         std::thread::sleep(Duration::from_millis(50));
     }
     stop.store(true, Ordering::Relaxed);
     let mut brokers: Vec<Broker> = threads.into_iter().map(|t| t.join().unwrap()).collect();
-    cluster.await_caught_up(Duration::from_secs(30));
+    cluster.await_caught_up(Duration::from_secs(60));
     cluster.kill9(first);
     cluster.kill9(intact);
     // ALICE's sixth order of the round: long before the leader's snapshot, after everything the
@@ -1239,7 +1240,7 @@ fn a_leader_that_cannot_read_a_record_a_follower_needs_stops_and_another_serves_
     // damaged one leads and must send the damaged record.
     cluster.launch(first, "run");
     cluster.launch(lagging, "run");
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(90);
     let status = loop {
         let child = cluster.members[first].child.as_mut().expect("launched");
         if let Some(status) = child.try_wait().unwrap() {
@@ -1256,9 +1257,9 @@ fn a_leader_that_cannot_read_a_record_a_follower_needs_stops_and_another_serves_
         "a clean stop, not raft's panic:\n{log}"
     );
     cluster.launch(intact, "run");
-    let leader = cluster.await_one_leader(Duration::from_secs(20));
+    let leader = cluster.await_one_leader(Duration::from_secs(60));
     assert_eq!(leader, intact);
-    cluster.await_caught_up(Duration::from_secs(30));
+    cluster.await_caught_up(Duration::from_secs(60));
     for b in brokers.iter_mut() {
         drop(b.catch_up(cluster.members[leader].gateway));
     }
