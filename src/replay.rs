@@ -359,7 +359,7 @@ pub fn replay_with(
     // From a snapshot, the newest one vouches for the records before it: only where they end
     // is checked (should it turn out damaged, the reader checks the records the scan did not).
     let vouched = match options.from_snapshot {
-        true => snapshot::list(dir).first().map_or(0, |(seq, _)| *seq),
+        true => snapshot::newest_through(dir, u64::MAX),
         false => 0,
     };
     let verified = crate::journal::verify_vouched(dir, vouched)?;

@@ -162,7 +162,9 @@ impl JournalStorage {
         let mut writer = None;
         let (mut day_epoch_unix_ns, mut last_index, mut last_timestamp) = (0, 0, Timestamp(0));
         if journal_exists(&journal_config.dir)? {
-            let vouched = vouching_snapshot(&journal_config.dir, hard.commit);
+            // The snapshot a restart resumes from: at or below the recorded commit index, so
+            // its record is committed and the records before it can never be cut.
+            let vouched = crate::snapshot::newest_through(&journal_config.dir, hard.commit);
             let (opened, report) =
                 JournalWriter::open_or_create_vouched(journal_config.clone(), 0, vouched)?;
             if report.vouched_through > 0 {
@@ -574,20 +576,6 @@ impl Taken {
         self.entries.push(entry);
         true
     }
-}
-
-/// The state snapshot a restart will resume from: the newest one at or below the recorded
-/// commit index (0: none). Its record is committed, so the records before it can never be cut,
-/// and their effect is in that snapshot: recovery checks only where they end (as a venue alone's
-/// does, see [`crate::journal::verify_vouched`]). If the snapshot then turns out unusable, the
-/// full replay's reader checks every record it reads, and so does the reader that serves a
-/// lagging follower.
-fn vouching_snapshot(journal_dir: &Path, commit: u64) -> u64 {
-    crate::snapshot::list(journal_dir)
-        .into_iter()
-        .map(|(seq, _)| seq)
-        .find(|&seq| seq <= commit)
-        .unwrap_or(0)
 }
 
 fn unavailable() -> raft::Error {

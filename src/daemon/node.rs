@@ -176,7 +176,7 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
             Pipeline::Inline { exchange, out } => {
                 writer.take(seq, self.inputs, timestamp, |buffer| {
                     exchange.save_state(buffer)?;
-                    Ok(out.stream_counts())
+                    Ok(crate::engine::threaded::OutputStage::stream_counts(out))
                 });
             }
             Pipeline::Threads(sharded) => {
@@ -674,7 +674,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
         // A venue alone restarts from its newest snapshot, which vouches for the records
         // before it: recovery checks where they end, not each one (if that snapshot turns out
         // unusable, replay's reader checks every record it reads).
-        let vouched = crate::snapshot::list(&dir).first().map_or(0, |s| s.0);
+        let vouched = crate::snapshot::newest_through(&dir, u64::MAX);
         let (writer, report) =
             JournalWriter::open_or_create_vouched(journal_config, day_epoch, vouched)
                 .map_err(|e| e.to_string())?;

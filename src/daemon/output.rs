@@ -161,15 +161,6 @@ impl<F: FeedOut> Streams<F> {
     }
 
     /// Next MoldUDP64 sequence number of what is released.
-    /// Messages appended to every stream (held ones included): ITCH first, then every
-    /// account's OUCH in config order (a state snapshot's stream positions).
-    pub fn stream_counts(&self) -> Vec<u64> {
-        let mut counts = Vec::with_capacity(self.ouch.len() + 1);
-        counts.push(self.itch.len());
-        counts.extend(self.ouch.iter().map(StreamWriter::len));
-        counts
-    }
-
     pub fn next_itch_seq(&self) -> u64 {
         self.itch.published() + 1
     }
@@ -353,8 +344,13 @@ impl<F: FeedOut> OutputStage for Streams<F> {
         }
     }
 
+    /// Messages appended to every stream (held ones included): ITCH first, then every
+    /// account's OUCH in config order (a state snapshot's stream positions).
     fn stream_counts(&self) -> Vec<u64> {
-        Streams::stream_counts(self)
+        let mut counts = Vec::with_capacity(self.ouch.len() + 1);
+        counts.push(self.itch.len());
+        counts.extend(self.ouch.iter().map(StreamWriter::len));
+        counts
     }
 }
 

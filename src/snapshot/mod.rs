@@ -390,6 +390,19 @@ pub fn list(journal_dir: &Path) -> Vec<(u64, PathBuf)> {
     found
 }
 
+/// The newest snapshot at or below record `through` (0: none): the one a restart resumes from
+/// if it is usable, so its record vouches for the journal's records before it at recovery
+/// (`journal::verify_vouched`; should it turn out unusable, the replay's reader checks every
+/// record it reads). A venue alone passes its journal's end (`u64::MAX`), a cluster member
+/// its recorded commit index.
+pub fn newest_through(journal_dir: &Path, through: u64) -> u64 {
+    list(journal_dir)
+        .into_iter()
+        .map(|(seq, _)| seq)
+        .find(|&seq| seq <= through)
+        .unwrap_or(0)
+}
+
 /// After snapshot `written` was written: remove every later one (stale), all but the `keep`
 /// newest of the others, and stray temporary files.
 pub fn prune(journal_dir: &Path, keep: usize, written: u64) {
