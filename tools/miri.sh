@@ -2,7 +2,8 @@
 # Run the unsafe shared-memory code's tests under Miri (undefined behaviour, data races,
 # Stacked Borrows and Tree Borrows aliasing rules): the journal's commit protocol
 # (src/journal/{shared,record,segment,recovery}.rs), the output streams (src/stream.rs) and the
-# token tables' slot-array images and page population (src/exchange/tokens.rs, with the
+# token tables' slot-array images, their loans to the snapshot writer's thread
+# (src/exchange/slots.rs) and page population (src/exchange/tokens.rs, with the
 # memory hints and start-up helpers of src/memory.rs it calls: prefetch, huge-page advice and
 # population skipped there, work on the cores run on one thread).
 #

@@ -175,7 +175,7 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         match &mut self.pipeline {
             Pipeline::Inline { exchange, out } => {
                 writer.take(seq, self.inputs, timestamp, |buffer| {
-                    exchange.save_state(buffer)?;
+                    exchange.save_state_lending(buffer)?;
                     Ok(crate::engine::threaded::OutputStage::stream_counts(out))
                 });
             }

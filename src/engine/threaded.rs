@@ -23,7 +23,7 @@ use crate::exchange::front::{Front, FrontLink};
 use crate::exchange::merge::{EventSource, Merge};
 use crate::exchange::msg::{AccountRisk, Marker, Plan, RiskBoard, ShardCmd, ShardEvent, Verdict};
 use crate::exchange::shard::{Shard, ShardOut};
-use crate::exchange::{Input, Outcome, Sink, Venue};
+use crate::exchange::{Input, LentState, Outcome, Sink, Venue};
 use crate::types::Timestamp;
 use crossbeam::channel::{self, Receiver, Sender};
 use disruptor::{
@@ -667,9 +667,11 @@ impl<O: OutputStage> Sharded<O> {
     /// tables' slot arrays may lie differently) and return the output stage's stream counts
     /// there. The stages are lent to this thread: every shard and the output thread
     /// finish what was sent before, hand their stage over and wait, so this pauses the
-    /// pipeline for its drain and the encoding (as the compact layout pauses its one thread
-    /// for the encoding; the output thread runs no feed timers meanwhile either).
-    pub fn save_state(&mut self, out: &mut Vec<u8>) -> std::io::Result<Vec<u64>> {
+    /// pipeline for its drain and the encoding of the counters and books (as the compact
+    /// layout pauses its one thread; the output thread runs no feed timers meanwhile
+    /// either). The token tables' slot arrays are lent into `out`, not copied (read later
+    /// by the snapshot's writer: `crate::exchange::state::save_lending`).
+    pub fn save_state(&mut self, out: &mut LentState) -> std::io::Result<Vec<u64>> {
         let link = self.link.as_mut().expect("running");
         self.front.lend(link);
         let shards: Vec<Shard> = self
@@ -684,7 +686,7 @@ impl<O: OutputStage> Sharded<O> {
             .expect("the output thread lends the merge");
         // Every verdict of a command before the lend was sent before the shard was lent.
         self.front.settle_all(link);
-        let saved = crate::exchange::state::save(&self.front, &shards, &merge, out);
+        let saved = crate::exchange::state::save_lending(&self.front, &shards, &merge, out);
         for (shard, lender) in shards.into_iter().zip(&self.shard_lenders) {
             lender
                 .give_back

@@ -146,6 +146,17 @@ impl Exchange {
         )
     }
 
+    /// [`Self::save_state`] with the token tables' slot arrays lent, not copied (the
+    /// daemon's snapshot point: see [`state::save_lending`]).
+    pub(crate) fn save_state_lending(&self, out: &mut state::LentState) -> std::io::Result<()> {
+        state::save_lending(
+            &self.front,
+            std::slice::from_ref(&self.shard),
+            &self.merge,
+            out,
+        )
+    }
+
     pub fn venue(&self) -> &Venue {
         &self.venue
     }

@@ -23,6 +23,7 @@ pub(crate) mod messages;
 pub mod msg;
 pub mod shard;
 mod sink;
+mod slots;
 mod split;
 pub(crate) mod state;
 mod tokens;
@@ -38,7 +39,7 @@ pub use msg::Marker;
 pub use shard::{Shard, ShardOut};
 pub use sink::{Discard, Output, Recorder, Sink};
 pub use split::Split;
-pub use state::StateError;
+pub use state::{LentState, StateError};
 pub use venue::{AccountDef, Limits, Stp, SymbolDef, Venue, VenueError};
 
 #[cfg(test)]

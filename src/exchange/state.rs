@@ -28,7 +28,8 @@ use super::front::{Front, Phase};
 use super::merge::Merge;
 use super::msg::shard_of;
 use super::shard::{Resting, Shard};
-use super::tokens::{ENTRY_BYTES, Image, TokenState, restore_images};
+use super::slots::ImageLoan;
+use super::tokens::{ENTRY_BYTES, Image, TokenState, TokenTable, restore_images};
 use crate::types::{Alpha, Price, Side, Token};
 use std::io::Write;
 
@@ -73,6 +74,99 @@ pub(crate) fn save(
     merge: &Merge,
     out: &mut impl Write,
 ) -> std::io::Result<()> {
+    save_with(front, shards, merge, out, |w, table| {
+        w.bytes(table.image().0)
+    })
+}
+
+/// A state encoded with its token tables' slot arrays lent, not copied ([`save_lending`]):
+/// the bytes around them, and each lent array with where it goes in those bytes. Its bytes
+/// ([`Self::for_each_part`]) are [`save`]'s, read later on any thread while the exchange goes
+/// on (see `super::slots`). Reused from one snapshot to the next.
+pub struct LentState {
+    around: Vec<u8>,
+    /// (offset in `around`, the slot array lent there), in offset order.
+    lent: Vec<(usize, ImageLoan)>,
+}
+
+impl LentState {
+    /// Room for `bytes` bytes around the slot arrays (it grows if a state needs more).
+    pub fn with_capacity(bytes: usize) -> LentState {
+        LentState {
+            around: Vec::with_capacity(bytes),
+            lent: Vec::new(),
+        }
+    }
+
+    /// Forget the state (and give the slot arrays back).
+    pub fn clear(&mut self) {
+        self.around.clear();
+        self.lent.clear();
+    }
+
+    /// The state's bytes.
+    pub fn len(&self) -> usize {
+        self.around.len() + self.lent.iter().map(|(_, l)| l.bytes()).sum::<usize>()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The state's bytes gathered (allocates: tests and tools).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len());
+        self.for_each_part(|part| {
+            out.extend_from_slice(part);
+            Ok::<(), ()>(())
+        })
+        .expect("gathering into memory");
+        out
+    }
+
+    /// Bytes encoded on the engine's thread (the rest are lent).
+    pub fn encoded_bytes(&self) -> usize {
+        self.around.len()
+    }
+
+    /// The state's bytes in order, as slices of this and of the lent arrays.
+    pub fn for_each_part<E>(&self, mut each: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
+        let mut from = 0;
+        for (at, loan) in &self.lent {
+            each(&self.around[from..*at])?;
+            loan.for_each_part(&mut each)?;
+            from = *at;
+        }
+        each(&self.around[from..])
+    }
+}
+
+/// [`save`] into `out`, the token tables' slot arrays lent instead of copied: what the
+/// daemon's engine thread does at a snapshot point, so that it pauses for the books and the
+/// counters only, not for the bulk of the state (every token of the day), which the
+/// snapshot's writer thread reads from the lent arrays.
+pub(crate) fn save_lending(
+    front: &Front,
+    shards: &[Shard],
+    merge: &Merge,
+    out: &mut LentState,
+) -> std::io::Result<()> {
+    out.clear();
+    let LentState { around, lent } = out;
+    save_with(front, shards, merge, around, |w, table| {
+        lent.push((w.0.len(), table.lend_image()));
+        Ok(())
+    })
+}
+
+/// [`save`], each token table's slot array written by `slot_array`.
+fn save_with<W: Write>(
+    front: &Front,
+    shards: &[Shard],
+    merge: &Merge,
+    out: &mut W,
+    mut slot_array: impl FnMut(&mut Enc<'_, W>, &TokenTable) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     assert_eq!(front.pending(), 0, "a state is saved settled");
     assert_eq!(front.last_seq(), merge.last_seq(), "the merge is caught up");
     let mut w = Enc(out);
@@ -104,7 +198,7 @@ pub(crate) fn save(
         for &slot in free {
             w.u32(slot)?;
         }
-        w.bytes(entries)?;
+        slot_array(&mut w, table)?;
     }
     for symbol in 0..front.halted.len() as u16 {
         let orders = saved_orders(shards, merge, symbol);

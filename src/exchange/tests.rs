@@ -1558,3 +1558,54 @@ fn a_restored_exchange_finds_its_orders_and_leaves_the_rest_for_later() {
     );
     assert_eq!(kinds(&h.cancel(A, "a3", 0)), ["0:CU100", "itch:D4"]);
 }
+
+/// A state saved with the token tables' slot arrays lent ([`Exchange::save_state_lending`],
+/// the daemon's snapshot point) is [`Exchange::save_state`]'s bytes at that point, read after
+/// the day went on: new tokens past the lent length, a replacement, and the exchange itself
+/// dropped. (One shard inline voids no token: the reuse of voided slots is
+/// `tokens::tests::a_lent_image_is_the_table_at_the_loan_whatever_it_does_next` and, through
+/// a sharded pipeline, `tests/shard_threads.rs`.)
+#[test]
+fn a_lent_state_is_the_saved_state_however_the_day_goes_on() {
+    let venue = two_by_two(64);
+    let mut h = Harness::started(venue.clone());
+    h.enter(A, order("a1", b'B', 100, px(10_00)));
+    h.enter(A, order("a2", b'S', 100, px(11_00)));
+    h.cancel(A, "a1", 0);
+    assert!(
+        h.replace(A, replace("a1", "dead", 100, px(10_00)))
+            .is_empty()
+    );
+    let mut saved = Vec::new();
+    h.ex.save_state(&mut saved).unwrap();
+    let mut lent = super::LentState::with_capacity(0);
+    h.ex.save_state_lending(&mut lent).unwrap();
+    assert!(
+        lent.encoded_bytes() < saved.len(),
+        "the slot arrays are lent, not encoded"
+    );
+    assert_eq!(lent.to_vec(), saved, "at the point");
+    assert_eq!(
+        kinds(&h.enter(A, order("b1", b'B', 5, px(9_00))))[0],
+        "0:AL"
+    );
+    assert_eq!(
+        kinds(&h.replace(A, replace("a2", "a2r", 100, px(11_50))))[0],
+        "0:UL"
+    );
+    for i in 0..20 {
+        h.enter(B, order(&format!("n{i}"), b'S', 1, px(12_00)));
+    }
+    let mut later = Vec::new();
+    h.ex.save_state(&mut later).unwrap();
+    assert_ne!(later, saved);
+    drop(h);
+    assert_eq!(lent.to_vec(), saved, "after the day went on");
+    let restored = Exchange::from_state(venue, &lent.to_vec()).unwrap();
+    assert_eq!(
+        restored.state_digest(),
+        Exchange::from_state(two_by_two(64), &saved)
+            .unwrap()
+            .state_digest()
+    );
+}

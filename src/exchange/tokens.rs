@@ -28,6 +28,7 @@
 //! back in one go ([`TokenTable::image`], [`TokenTable::restore_image`]), rebuilding the
 //! index in one pass with prefetching instead of a lookup and an insert per token.
 
+use super::slots::{ImageLoan, SlotArray};
 use crate::memory::{
     Unresident, advise_huge_pages, on_cores, populate_write, prefetch_line, whole_pages,
 };
@@ -107,7 +108,7 @@ const CODE_LISTED: u16 = 4;
 /// the codes and symbols).
 #[repr(C)]
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) struct Entry {
+pub(super) struct Entry {
     token: [u8; 14],
     code: u16,
     symbol: u16,
@@ -124,6 +125,30 @@ const _: () = assert!(std::mem::align_of::<Entry>() == 2);
 const _: () = assert!(cfg!(target_endian = "little"));
 
 impl Entry {
+    /// A voided slot's value with no token (start-up's fill).
+    pub(super) const VOID: Entry = Entry {
+        token: [0; 14],
+        code: CODE_VOID,
+        symbol: 0,
+    };
+
+    /// The entry's bytes as they lie in memory and in a snapshot.
+    pub(super) fn to_bytes(self) -> [u8; ENTRY_BYTES] {
+        let mut bytes = [0; ENTRY_BYTES];
+        bytes[..14].copy_from_slice(&self.token);
+        bytes[14..16].copy_from_slice(&self.code.to_le_bytes());
+        bytes[16..].copy_from_slice(&self.symbol.to_le_bytes());
+        bytes
+    }
+
+    fn is_pending(&self) -> bool {
+        self.code == CODE_PENDING
+    }
+
+    fn is_void(&self) -> bool {
+        self.code == CODE_VOID
+    }
+
     #[inline]
     fn new(token: Token, state: TokenState) -> Entry {
         let (code, symbol) = match state {
@@ -253,8 +278,8 @@ pub(crate) struct TokenTable {
     buckets: Vec<u32>,
     /// How a bucket holds its slot and tag.
     code: BucketCode,
-    /// Slot -> (token, state).
-    entries: Vec<Entry>,
+    /// Slot -> (token, state); lent to a state snapshot's writer ([`Self::lend_image`]).
+    entries: SlotArray,
     /// Slots of voided tokens, reused before new ones (at most the pending count).
     free: Vec<u32>,
     limit: usize,
@@ -292,7 +317,7 @@ impl TokenTable {
             // populate in flight).
             buckets: vec![0; buckets],
             code: BucketCode::for_limit(limit as u32),
-            entries: Vec::with_capacity(limit),
+            entries: SlotArray::with_capacity(limit),
             free: Vec::with_capacity(limit),
             limit,
             voided_max: voided_max.clamp(1, limit.max(1)),
@@ -320,14 +345,7 @@ impl TokenTable {
             populate(self.buckets.as_mut_ptr().cast(), bucket_bytes);
         }
         if self.limit * ENTRY_BYTES <= FILL_BYTES_MAX {
-            let (token, code, symbol) = ([0; 14], CODE_VOID, 0);
-            let void = Entry {
-                token,
-                code,
-                symbol,
-            };
-            self.entries.resize(self.limit, void);
-            self.entries.clear();
+            self.entries.fill_capacity_then_clear(Entry::VOID);
             self.free.resize(self.voided_max, 0);
             self.free.clear();
             self.entries_resident = self.entries_to_prefault();
@@ -492,7 +510,8 @@ impl TokenTable {
         };
         let slot = match self.free.pop() {
             Some(slot) => {
-                self.entries[slot as usize] = Entry::new(token, state);
+                let entry = Entry::new(token, state);
+                self.entries.overwrite(slot as usize, entry, Entry::is_void);
                 slot
             }
             None => {
@@ -529,8 +548,10 @@ impl TokenTable {
     #[inline]
     pub fn set(&mut self, slot: u32, state: TokenState) {
         assert!(state != TokenState::Void, "void through `void`");
-        let entry = &mut self.entries[slot as usize];
-        *entry = Entry::new(entry.token(), state);
+        let entry = Entry::new(self.entries[slot as usize].token(), state);
+        // Only a pending token's state changes (a lent image reads every other slot).
+        self.entries
+            .overwrite(slot as usize, entry, Entry::is_pending);
     }
 
     /// Forget a pending token that was not consumed: it leaves the index, its slot is reused.
@@ -544,11 +565,13 @@ impl TokenTable {
             .position(hash_of(&entry.token), &entry.token())
             .expect("a pending token is in the index");
         self.remove_at(at);
-        self.entries[slot as usize] = Entry {
+        let voided = Entry {
             code: CODE_VOID,
             symbol: 0,
             ..entry
         };
+        self.entries
+            .overwrite(slot as usize, voided, Entry::is_pending);
         assert!(self.free.len() < self.free.capacity(), "free slots bounded");
         self.free.push(slot);
     }
@@ -602,11 +625,15 @@ impl TokenTable {
     /// The slot array as it is in memory (voided slots included) and the free list: what a
     /// state snapshot writes ([`Self::restore_image`] reads it back).
     pub fn image(&self) -> (&[u8], &[u32]) {
-        let bytes = self.entries.len() * ENTRY_BYTES;
-        // SAFETY: `Entry` is `#[repr(C)]` of byte arrays and `u16`s with no padding (checked
-        // above): every byte of the initialized entries is initialized.
-        let entries = unsafe { std::slice::from_raw_parts(self.entries.as_ptr().cast(), bytes) };
-        (entries, &self.free)
+        (self.entries.as_bytes(), &self.free)
+    }
+
+    /// [`Self::image`]'s slot array lent instead of borrowed: read later, on any thread,
+    /// while this table goes on (see [`super::slots`]). The table must be settled (no
+    /// pending token): every slot but the free list's then keeps its bytes for the day.
+    pub(crate) fn lend_image(&self) -> ImageLoan {
+        debug_assert!(!self.entries.as_slice().iter().any(Entry::is_pending));
+        self.entries.lend(&self.free)
     }
 
     /// Fill this fresh table (nothing recorded) from an image ([`Self::image`]'s slot array
@@ -637,21 +664,12 @@ impl TokenTable {
                 self.limit
             ));
         }
-        // SAFETY: capacity is `limit` >= `count` entries; `Entry` is plain data for which
-        // every byte pattern is a value, and the source holds exactly `count` of them.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                entries.as_ptr(),
-                self.entries.as_mut_ptr().cast::<u8>(),
-                entries.len(),
-            );
-            self.entries.set_len(count);
-        }
+        self.entries.copy_from_bytes(entries);
         let restored = self
             .check_free_list(free)
             .and_then(|()| self.rebuild_index(symbols, scratch));
         if restored.is_err() {
-            self.entries.clear();
+            self.entries.clear_unlent();
             self.free.clear();
             self.buckets.fill(0);
         } else {
@@ -677,16 +695,16 @@ impl TokenTable {
     fn check_free_list(&mut self, free: &[[u8; 4]]) -> Result<(), String> {
         for bytes in free {
             let slot = u32::from_le_bytes(*bytes);
-            let entry = self
-                .entries
-                .get_mut(slot as usize)
-                .filter(|e| e.code == CODE_VOID)
-                .ok_or("a free slot that is not a voided one, or listed twice")?;
-            entry.code = CODE_LISTED;
+            if !self.entries.get(slot as usize).is_some_and(Entry::is_void) {
+                return Err("a free slot that is not a voided one, or listed twice".into());
+            }
+            self.entries
+                .change_unlent(slot as usize, |e| e.code = CODE_LISTED);
             self.free.push(slot);
         }
         for &slot in &self.free {
-            self.entries[slot as usize].code = CODE_VOID;
+            self.entries
+                .change_unlent(slot as usize, |e| e.code = CODE_VOID);
         }
         Ok(())
     }
@@ -705,7 +723,7 @@ impl TokenTable {
         let range_of = |hash: u64| home_of(hash, count) >> shift;
         let mut starts = vec![0usize; ranges + 1];
         let mut voided = 0usize;
-        for (slot, entry) in self.entries.iter().enumerate() {
+        for (slot, entry) in self.entries.as_slice().iter().enumerate() {
             match (entry.code, entry.symbol) {
                 (CODE_UNROUTED, 0) => {}
                 (CODE_ROUTED, symbol) if (symbol as usize) < symbols => {}
@@ -726,7 +744,7 @@ impl TokenTable {
         scratch.clear();
         scratch.resize(self.entries.len() - voided, (0, 0));
         let mut next = starts.clone();
-        for (slot, entry) in self.entries.iter().enumerate() {
+        for (slot, entry) in self.entries.as_slice().iter().enumerate() {
             if entry.code != CODE_VOID {
                 let hash = hash_of(&entry.token);
                 let at = &mut next[range_of(hash)];
@@ -941,12 +959,12 @@ mod tests {
     fn slots_are_stable_and_lookups_exact() {
         let mut t = TokenTable::new(4);
         let a = t.insert(tok("a"), TokenState::Unrouted);
-        let b = t.insert(tok("B"), TokenState::Routed(1));
+        let b = t.insert(tok("B"), TokenState::Pending(1));
         assert_eq!((a, b), (0, 1));
-        assert_eq!(t.get(&tok("B")), Some((1, TokenState::Routed(1))));
+        assert_eq!(t.get(&tok("B")), Some((1, TokenState::Pending(1))));
         assert_eq!(t.get(&tok("b")), None, "case-sensitive");
-        t.set(b, TokenState::Unrouted);
-        assert_eq!(t.get(&tok("B")), Some((1, TokenState::Unrouted)));
+        t.set(b, TokenState::Routed(1));
+        assert_eq!(t.get(&tok("B")), Some((1, TokenState::Routed(1))));
         assert_eq!(t.token(a), tok("a"));
         t.insert(tok("c"), TokenState::Unrouted);
         t.insert(tok("d"), TokenState::Unrouted);
@@ -1166,6 +1184,80 @@ mod tests {
             assert_eq!(t.get(&k).map(|e| e.1), Some(TokenState::Unrouted));
         }
         assert_eq!(t.len(), 40 - 14 + 20);
+    }
+
+    /// What a settled table does after a snapshot lent its slot array: every voided slot
+    /// reused (pending, then voided again or routed), new slots past the lent length.
+    fn go_on_after_the_loan(t: &mut TokenTable, round: usize) {
+        for i in 0..6 {
+            let slot = t.insert(tok(&format!("L{round}-{i}")), TokenState::Pending(1));
+            if i % 2 == 0 {
+                t.void(slot);
+            } else {
+                t.set(slot, TokenState::Routed(1));
+            }
+        }
+        t.insert(tok(&format!("L{round}-u")), TokenState::Unrouted);
+    }
+
+    /// A lent image ([`TokenTable::lend_image`]) reads as the table's image at the loan,
+    /// whatever the table does next (its voided slots reused: read in place they would show
+    /// the new tokens) and after the table is dropped.
+    #[test]
+    fn a_lent_image_is_the_table_at_the_loan_whatever_it_does_next() {
+        let mut t = sample_table();
+        let (at_loan, free) = t.image();
+        let (at_loan, voided) = (at_loan.to_vec(), free.len());
+        assert_eq!(voided, 4, "the sample has voided slots");
+        let loan = t.lend_image();
+        go_on_after_the_loan(&mut t, 0);
+        assert_ne!(&t.image().0[..at_loan.len()], &at_loan[..], "slots reused");
+        let gathered = |loan: &ImageLoan| {
+            let mut out = Vec::new();
+            loan.for_each_part(&mut |part: &[u8]| {
+                out.extend_from_slice(part);
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+            out
+        };
+        assert_eq!(loan.bytes(), at_loan.len());
+        assert_eq!(gathered(&loan), at_loan);
+        drop(t);
+        assert_eq!(gathered(&loan), at_loan, "the loan keeps the memory");
+    }
+
+    /// The same with the loan read on another thread while the table goes on (what the
+    /// daemon does): under Miri (`tools/miri.sh`) a read of a slot the table writes is a
+    /// data race, and a `&mut` over a lent slot an aliasing error.
+    #[test]
+    fn a_lent_image_is_read_on_another_thread_while_the_table_goes_on() {
+        let mut t = sample_table();
+        let at_loan = t.image().0.to_vec();
+        let loan = t.lend_image();
+        let reader = std::thread::spawn(move || {
+            let mut out = Vec::new();
+            loan.for_each_part(&mut |part: &[u8]| {
+                out.extend_from_slice(part);
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+            out
+        });
+        for round in 0..3 {
+            go_on_after_the_loan(&mut t, round);
+        }
+        assert_eq!(reader.join().unwrap(), at_loan);
+    }
+
+    /// A lent array is never restored over nor cleared (a loan would read the new bytes).
+    #[test]
+    #[should_panic(expected = "a lent slot array")]
+    fn a_lent_array_is_not_restored_over() {
+        let t = sample_table();
+        let _loan = t.lend_image();
+        let mut t = t;
+        t.entries.clear_unlent();
     }
 
     /// A table with routed, unrouted and voided slots, and its image.

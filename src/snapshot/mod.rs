@@ -37,8 +37,10 @@
 
 pub mod writer;
 
+use crate::exchange::state::LentState;
 use crate::types::Timestamp;
 use sha2::{Digest, Sha256};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -149,7 +151,46 @@ impl ChunkSums {
     }
 }
 
-impl<S: AsRef<[u8]>> Snapshot<S> {
+/// A snapshot's state bytes, contiguous or in parts (the daemon's: the encoded counters and
+/// books around token tables' slot arrays lent by the engine, [`LentState`]), written to the
+/// file without being gathered first.
+pub trait StateBytes {
+    /// The bytes in all.
+    fn byte_count(&self) -> usize;
+    /// The bytes in order.
+    fn for_each_part(
+        &self,
+        each: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<()>;
+}
+
+impl<T: AsRef<[u8]>> StateBytes for T {
+    fn byte_count(&self) -> usize {
+        self.as_ref().len()
+    }
+
+    fn for_each_part(
+        &self,
+        each: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        each(self.as_ref())
+    }
+}
+
+impl StateBytes for &LentState {
+    fn byte_count(&self) -> usize {
+        LentState::len(self)
+    }
+
+    fn for_each_part(
+        &self,
+        each: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        LentState::for_each_part(self, each)
+    }
+}
+
+impl<S: StateBytes> Snapshot<S> {
     /// Everything before the state, and the state's length.
     fn head(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(128 + self.streams.len() * 160);
@@ -167,7 +208,7 @@ impl<S: AsRef<[u8]>> Snapshot<S> {
             out.extend_from_slice(&(state.len() as u32).to_le_bytes());
             out.extend_from_slice(state);
         }
-        out.extend_from_slice(&(self.state.as_ref().len() as u64).to_le_bytes());
+        out.extend_from_slice(&(self.state.byte_count() as u64).to_le_bytes());
         out
     }
 
@@ -177,12 +218,15 @@ impl<S: AsRef<[u8]>> Snapshot<S> {
         let head = self.head();
         let mut sums = ChunkSums::new();
         sums.add(&head);
-        sums.add(self.state.as_ref());
+        self.state.for_each_part(&mut |part| {
+            sums.add(part);
+            Ok(())
+        })?;
         let trailer = sums.trailer();
         out.write_all(&head)?;
-        out.write_all(self.state.as_ref())?;
+        self.state.for_each_part(&mut |part| out.write_all(part))?;
         out.write_all(&trailer)?;
-        Ok((head.len() + self.state.as_ref().len() + trailer.len()) as u64)
+        Ok((head.len() + self.state.byte_count() + trailer.len()) as u64)
     }
 
     /// The file's bytes, checksums included.
@@ -339,10 +383,13 @@ fn parse_file_name(name: &str) -> Option<u64> {
         .flatten()
 }
 
+/// The file writer's buffer for a state in parts.
+const WRITE_BUFFER_BYTES: usize = 1 << 20;
+
 /// Write `snapshot` atomically into the day's snapshot directory: temporary file (the
 /// state written straight from its buffer), fsync, rename, fsync of the directory. Returns
 /// the file's path and size.
-pub fn write_atomic<S: AsRef<[u8]>>(
+pub fn write_atomic<S: StateBytes>(
     journal_dir: &Path,
     snapshot: &Snapshot<S>,
 ) -> std::io::Result<(PathBuf, u64)> {
@@ -352,9 +399,11 @@ pub fn write_atomic<S: AsRef<[u8]>>(
     let path = dir.join(file_name(last_seq));
     let tmp = dir.join(format!(".{}.tmp", file_name(last_seq)));
     let bytes = {
-        let mut file = std::fs::File::create(&tmp)?;
+        // Buffered: a lent state comes in parts, some of a slot's 18 bytes (large parts go
+        // straight through).
+        let mut file = std::io::BufWriter::with_capacity(WRITE_BUFFER_BYTES, File::create(&tmp)?);
         let bytes = snapshot.write_to(&mut file)?;
-        file.sync_all()?;
+        file.into_inner().map_err(|e| e.into_error())?.sync_all()?;
         bytes
     };
     std::fs::rename(&tmp, &path)?;

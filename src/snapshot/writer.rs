@@ -1,10 +1,12 @@
-//! The daemon's snapshot writer: the engine thread encodes the state into a buffer it gets
-//! back from this thread (no file I/O, no hashing, and once the buffer has grown to the
-//! state's size no allocation for the bytes themselves), and this thread does the rest off
-//! the hot path: it waits until the streams have published the messages the snapshot counts
-//! (they are released after durability), extends each stream's digest over the new
-//! messages (incrementally: each message is hashed once per day), and writes the file
-//! atomically.
+//! The daemon's snapshot writer: the engine thread encodes the state's counters and books
+//! into a buffer it gets back from this thread and *lends* the token tables' slot arrays,
+//! the bulk of a busy day's state, instead of copying them ([`LentState`]: no file I/O, no
+//! hashing, no copy of the day's tokens, and once the buffer has grown no allocation for the
+//! bytes themselves). This thread does the rest off the hot path: it waits until the streams
+//! have published the messages the snapshot counts (they are released after durability),
+//! extends each stream's digest over the new messages (incrementally: each message is
+//! hashed once per day), and writes the file atomically, reading the lent arrays where they
+//! lie while the engine goes on.
 //!
 //! The points are the schedule's alone (journaled counts and times), never the writer's
 //! pace: up to [`BUFFERS`] snapshots may be in flight, each in its own buffer reserved at
@@ -12,6 +14,7 @@
 //! line (an overload: snapshots closer together than the disk can write them).
 
 use super::{Schedule, Snapshot};
+use crate::exchange::LentState;
 use crate::replay::StreamHasher;
 use crate::stream::StreamReader;
 use crate::types::Timestamp;
@@ -34,7 +37,7 @@ struct Job {
     last_seq: u64,
     inputs: u64,
     timestamp: Timestamp,
-    state: Vec<u8>,
+    state: LentState,
     /// Messages per stream (ITCH first, then every account's OUCH) after `last_seq`.
     counts: Vec<u64>,
     /// How long the engine thread spent encoding, for the log line.
@@ -44,9 +47,9 @@ struct Job {
 pub struct SnapshotWriter {
     schedule: Schedule,
     jobs: Option<SyncSender<Job>>,
-    buffers: Receiver<Vec<u8>>,
+    buffers: Receiver<LentState>,
     /// Buffers to encode into (the others are being written).
-    spare: Vec<Vec<u8>>,
+    spare: Vec<LentState>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -63,7 +66,7 @@ pub struct WriterSetup {
     pub streams: Vec<StreamReader>,
     pub keep: usize,
     pub schedule: Schedule,
-    /// Bytes reserved for the encoded state at start-up.
+    /// Bytes reserved at start-up for the state's encoded part (all but the slot arrays).
     pub buffer_bytes: usize,
     /// A snapshot is written only once its record is at or below this (waited for like the
     /// streams); `None`: at once (a venue alone: its journal is the truth as written).
@@ -73,12 +76,12 @@ pub struct WriterSetup {
 impl SnapshotWriter {
     pub fn start(setup: WriterSetup) -> std::io::Result<SnapshotWriter> {
         let (jobs, job_rx) = sync_channel::<Job>(BUFFERS);
-        let (buffer_tx, buffers) = sync_channel::<Vec<u8>>(BUFFERS);
+        let (buffer_tx, buffers) = sync_channel::<LentState>(BUFFERS);
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = stop.clone();
         let schedule = setup.schedule;
         let spare = (0..BUFFERS)
-            .map(|_| Vec::with_capacity(setup.buffer_bytes))
+            .map(|_| LentState::with_capacity(setup.buffer_bytes))
             .collect();
         let thread = std::thread::Builder::new()
             .name("snapshot".into())
@@ -122,14 +125,15 @@ impl SnapshotWriter {
         true
     }
 
-    /// Encode the state with `encode` (on this thread: the pause) and hand it over. `encode`
-    /// returns the messages per stream at that point (ITCH first, then every account's OUCH).
+    /// Encode the state with `encode` (on this thread: the pause; the slot arrays are lent,
+    /// not copied) and hand it over. `encode` returns the messages per stream at that point
+    /// (ITCH first, then every account's OUCH).
     pub fn take(
         &mut self,
         last_seq: u64,
         inputs: u64,
         timestamp: Timestamp,
-        encode: impl FnOnce(&mut Vec<u8>) -> std::io::Result<Vec<u64>>,
+        encode: impl FnOnce(&mut LentState) -> std::io::Result<Vec<u64>>,
     ) {
         let Some(mut state) = self.spare.pop() else {
             return;
@@ -140,6 +144,7 @@ impl SnapshotWriter {
             Ok(counts) => counts,
             Err(e) => {
                 tracing::error!("snapshot not taken: encoding the state: {e}");
+                state.clear();
                 self.spare.push(state);
                 return;
             }
@@ -186,7 +191,7 @@ impl Drop for SnapshotWriter {
 fn write_loop(
     setup: WriterSetup,
     jobs: Receiver<Job>,
-    buffers: SyncSender<Vec<u8>>,
+    buffers: SyncSender<LentState>,
     stop: &AtomicBool,
 ) {
     let mut hashers: Vec<StreamHasher> = vec![StreamHasher::default(); setup.streams.len()];
@@ -199,12 +204,15 @@ fn write_loop(
             Ok(bytes) => tracing::info!(
                 last_seq = job.last_seq,
                 bytes,
+                encoded_bytes = job.state.encoded_bytes(),
                 pause_us = job.pause.as_micros() as u64,
                 write_ms = started.elapsed().as_millis() as u64,
                 "snapshot written"
             ),
             Err(why) => tracing::warn!(last_seq = job.last_seq, "snapshot not written: {why}"),
         }
+        // The lent slot arrays go back with the buffer's clearing.
+        job.state.clear();
         if buffers.send(job.state).is_err() {
             return;
         }
@@ -254,8 +262,9 @@ fn write_one(
         record_fingerprint,
         header_digest: setup.header_digest,
         streams: positions,
-        // Written from the buffer as it is (a busy day's state is gigabytes): no copy.
-        state: &job.state[..],
+        // Written from the buffer and the lent slot arrays as they are (a busy day's state is
+        // gigabytes): no copy.
+        state: &job.state,
     };
     let (_, bytes) =
         super::write_atomic(&setup.journal_dir, &snapshot).map_err(|e| e.to_string())?;
@@ -320,10 +329,7 @@ mod tests {
 
     fn take(writer: &mut SnapshotWriter, seq: u64) {
         assert!(writer.due(seq, Timestamp(1_000 + seq)));
-        writer.take(seq, seq, Timestamp(1_000 + seq), |state| {
-            state.extend_from_slice(b"state");
-            Ok(vec![0])
-        });
+        writer.take(seq, seq, Timestamp(1_000 + seq), |_| Ok(vec![0]));
     }
 
     /// A cluster member's snapshot is written once its record is committed, never before; one
