@@ -213,18 +213,18 @@ impl<S: StateBytes> Snapshot<S> {
     }
 
     /// Write the file's bytes into `out`: the state is written as it is (no copy) and
-    /// checksummed on the way. Returns the bytes written.
+    /// checksummed on the way, in one pass. Returns the bytes written.
     pub fn write_to(&self, out: &mut impl Write) -> std::io::Result<u64> {
         let head = self.head();
         let mut sums = ChunkSums::new();
         sums.add(&head);
+        out.write_all(&head)?;
+        // One pass: each part checksummed as it is written (the trailer comes last).
         self.state.for_each_part(&mut |part| {
             sums.add(part);
-            Ok(())
+            out.write_all(part)
         })?;
         let trailer = sums.trailer();
-        out.write_all(&head)?;
-        self.state.for_each_part(&mut |part| out.write_all(part))?;
         out.write_all(&trailer)?;
         Ok((head.len() + self.state.byte_count() + trailer.len()) as u64)
     }
