@@ -1200,6 +1200,17 @@ mod tests {
         t.insert(tok(&format!("L{round}-u")), TokenState::Unrouted);
     }
 
+    /// A loan's bytes in one vector.
+    fn gathered(loan: &ImageLoan) -> Vec<u8> {
+        let mut out = Vec::new();
+        loan.for_each_part(&mut |part: &[u8]| {
+            out.extend_from_slice(part);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        out
+    }
+
     /// A lent image ([`TokenTable::lend_image`]) reads as the table's image at the loan,
     /// whatever the table does next (its voided slots reused: read in place they would show
     /// the new tokens) and after the table is dropped.
@@ -1212,15 +1223,6 @@ mod tests {
         let loan = t.lend_image();
         go_on_after_the_loan(&mut t, 0);
         assert_ne!(&t.image().0[..at_loan.len()], &at_loan[..], "slots reused");
-        let gathered = |loan: &ImageLoan| {
-            let mut out = Vec::new();
-            loan.for_each_part(&mut |part: &[u8]| {
-                out.extend_from_slice(part);
-                Ok::<(), ()>(())
-            })
-            .unwrap();
-            out
-        };
         assert_eq!(loan.bytes(), at_loan.len());
         assert_eq!(gathered(&loan), at_loan);
         drop(t);
@@ -1235,15 +1237,7 @@ mod tests {
         let mut t = sample_table();
         let at_loan = t.image().0.to_vec();
         let loan = t.lend_image();
-        let reader = std::thread::spawn(move || {
-            let mut out = Vec::new();
-            loan.for_each_part(&mut |part: &[u8]| {
-                out.extend_from_slice(part);
-                Ok::<(), ()>(())
-            })
-            .unwrap();
-            out
-        });
+        let reader = std::thread::spawn(move || gathered(&loan));
         for round in 0..3 {
             go_on_after_the_loan(&mut t, round);
         }
