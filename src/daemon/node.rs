@@ -23,6 +23,7 @@ use crate::sequencer::record::{
     KIND_TICK,
 };
 use crate::sequencer::{Clock, JournalLog, Sequencer, SequencingError};
+use crate::snapshot::StreamPosition;
 use crate::snapshot::writer::SnapshotWriter;
 use crate::stream::{StreamReader, StreamWriter};
 use crate::types::{AccountId, Timestamp};
@@ -80,6 +81,9 @@ pub struct Node<C: Clock, F: FeedOut> {
     pub(crate) probe: super::metrics::Probe,
     /// State snapshots (`[snapshot]`): the compact layout (a venue alone, a cluster member).
     state_snapshots: Option<SnapshotWriter>,
+    /// The streams' positions and digest states of the snapshot the state was restored
+    /// from, for the snapshot writer to continue from (taken when it starts).
+    restored_streams: Option<Vec<StreamPosition>>,
     /// Inputs applied so far: journal records other than leader changes (a venue alone
     /// journals none, so there it is the last sequence number).
     inputs: u64,
@@ -151,6 +155,7 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
             schedule,
             buffer_bytes: limits::SNAPSHOT_BUFFER_BYTES,
             committed,
+            resume: self.restored_streams.take(),
         };
         let mut writer = SnapshotWriter::start(setup)
             .map_err(|e| format!("cannot start the snapshot writer: {e}"))?;
@@ -257,6 +262,7 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         self.itch_reader = parts.itch_reader;
         self.day_started = parts.day_started;
         self.inputs = parts.inputs;
+        self.restored_streams = parts.restored_streams;
         self.batch_end_seq = through;
         self.released_seq = through;
         self.unreleased.clear();
@@ -783,6 +789,7 @@ impl<C: Clock, F: FeedOut> Opened<C, F> {
             journal_dir: dir,
             probe: super::metrics::Probe::off(),
             state_snapshots: None,
+            restored_streams: parts.restored_streams,
             inputs: parts.inputs,
         })
     }
@@ -815,6 +822,9 @@ struct Replayed<F: FeedOut> {
     /// The last input's timestamp (0 before the first): where a snapshot schedule by
     /// journaled time counts from.
     last_timestamp: Timestamp,
+    /// The streams' positions of the snapshot the state was restored from (none: replayed
+    /// in full).
+    restored_streams: Option<Vec<StreamPosition>>,
 }
 
 /// What a node keeps of a [`Replayed`] beside its pipeline.
@@ -826,6 +836,7 @@ struct Parts {
     day_started: bool,
     inputs: u64,
     last_timestamp: Timestamp,
+    restored_streams: Option<Vec<StreamPosition>>,
 }
 
 impl<F: FeedOut> Replayed<F> {
@@ -859,6 +870,7 @@ impl<F: FeedOut> Replayed<F> {
             _ => None,
         };
         let resumed_inputs = resumed.as_ref().map_or(0, |r| r.inputs);
+        let restored_streams = resumed.as_ref().map(|r| r.positions.clone());
         let mut last_timestamp = resumed.as_ref().map_or(Timestamp(0), |r| r.timestamp);
         let (ouch_writers, ouch_readers, itch, itch_reader, from_seq, mut core) = match resumed {
             Some(r) => {
@@ -938,6 +950,7 @@ impl<F: FeedOut> Replayed<F> {
             day_started,
             inputs,
             last_timestamp,
+            restored_streams,
         })
     }
 
@@ -953,6 +966,7 @@ impl<F: FeedOut> Replayed<F> {
             day_started,
             inputs,
             last_timestamp,
+            restored_streams,
         } = self;
         let pipeline = match core {
             Replaying::Compact(exchange) => Pipeline::Inline {
@@ -980,6 +994,7 @@ impl<F: FeedOut> Replayed<F> {
             day_started,
             inputs,
             last_timestamp,
+            restored_streams,
         };
         Ok((pipeline, parts))
     }
@@ -1002,6 +1017,8 @@ struct Resumed {
     timestamp: Timestamp,
     core: Replaying,
     streams: ReopenedStreams,
+    /// The snapshot's stream positions and digest states.
+    positions: Vec<StreamPosition>,
 }
 
 /// The output streams as they were after a snapshot's record: every store in the day's
@@ -1125,6 +1142,7 @@ fn resume_from_snapshot(
         timestamp: s.timestamp,
         core,
         streams,
+        positions: s.streams.clone(),
     })
 }
 
