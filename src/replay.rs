@@ -86,7 +86,7 @@ impl StreamHasher {
 }
 
 /// A sink that encodes every output and digests the streams inline (the tests' reference;
-/// a replay hashes on a thread of its own, [`hashing::HashingSink`], to the same digests).
+/// a replay hashes on a thread of its own, `hashing::HashingSink`, to the same digests).
 pub struct DigestSink {
     pub itch: StreamHasher,
     pub ouch: Vec<StreamHasher>,

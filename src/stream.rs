@@ -12,7 +12,7 @@
 //! journal (`<day>/stores/`, see [`store_dir`]) with `MAP_SHARED`: what is written lives in
 //! the page cache and reaches the file by the kernel's writeback, not in the process's
 //! anonymous memory. Written pages would still count in the process's RSS (as `RssFile`)
-//! while they stay mapped, so a keeper thread ([`keeper`]) drops the mapping of every page
+//! while they stay mapped, so a keeper thread (`keeper`) drops the mapping of every page
 //! more than [`KEEP_BYTES`] behind the published end (`MADV_DONTNEED`: on a shared file
 //! mapping that unmaps the page and keeps its contents in the page cache; a reader that looks
 //! at it again faults it back in, then it is dropped again) and maps the pages just ahead of

@@ -214,7 +214,7 @@ impl Front {
     }
 
     /// Warm the cache for `input`'s token lookups before it is applied (see
-    /// [`TokenTable::prefetch`]); changes nothing.
+    /// `TokenTable::prefetch`); changes nothing.
     #[inline]
     pub fn prefetch(&self, input: &Input) {
         if let Command::Ouch { account, message } = &input.command {

@@ -135,7 +135,7 @@ impl Exchange {
         Ok(exchange)
     }
 
-    /// Write the state between two inputs (see [`super::state`]); off the hot path: it
+    /// Write the state between two inputs (see `exchange::state`); off the hot path: it
     /// walks every book and token table.
     pub fn save_state(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         state::save(

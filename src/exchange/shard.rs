@@ -11,7 +11,7 @@
 //! check is exact even after the pool slot is reused). An entry holds the handle plus one, so
 //! that zero, what fresh memory reads as, is "no order": the index is sized by the token
 //! limit (hundreds of megabytes on a busy venue) and only the entries of slots still to be
-//! written are made resident before the first input (see [`Shard::make_live_resident`]).
+//! written are made resident before the first input (see `Shard::make_live_resident`).
 
 use super::msg::{
     AccountRisk, Market, ReplaceFeed, RiskBoard, ShardCmd, ShardEvent, SweepScope, Verdict,
@@ -129,7 +129,7 @@ enum Matched {
 
 impl Shard {
     /// A shard of a fresh day: the live index's entries of each account's first tokens are
-    /// resident ([`Self::make_live_resident`]).
+    /// resident (`Self::make_live_resident`).
     pub fn new(venue: &Venue, index: usize, shards: usize) -> Result<Shard, VenueError> {
         let mut shard = Shard::unpopulated(venue, index, shards)?;
         let first = 0..(shard.tokens_per_account as u32).min(LIVE_RESIDENT_AHEAD);

@@ -79,9 +79,9 @@ pub(crate) fn save(
     })
 }
 
-/// A state encoded with its token tables' slot arrays lent, not copied ([`save_lending`]):
+/// A state encoded with its token tables' slot arrays lent, not copied (`save_lending`):
 /// the bytes around them, and each lent array with where it goes in those bytes. Its bytes
-/// ([`Self::for_each_part`]) are [`save`]'s, read later on any thread while the exchange goes
+/// ([`Self::for_each_part`]) are `save`'s, read later on any thread while the exchange goes
 /// on (see `super::slots`). Reused from one snapshot to the next.
 pub struct LentState {
     around: Vec<u8>,

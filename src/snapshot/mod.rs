@@ -570,7 +570,7 @@ pub fn load_latest<T>(
 /// The newest snapshot of the day (of the day header whose digest is `header_digest`) whose
 /// front checks, read without its state's gigabytes: its head (record, inputs, streams) and
 /// `peek` of the first `want` bytes of its state (all of it, if shorter). Only the front of
-/// each file is read (at most [`FRONT_BYTES_MAX`]), each chunk checked against its checksum,
+/// each file is read (at most `FRONT_BYTES_MAX`), each chunk checked against its checksum,
 /// the checksums against the trailer's; the state beyond is not checked (a restore still
 /// checks the whole file). `peek` (given the head and the state's front) returning `None`
 /// skips the file for an older one: e.g. a snapshot of a record the journal no longer holds

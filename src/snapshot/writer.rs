@@ -169,9 +169,7 @@ impl SnapshotWriter {
             tracing::error!("snapshot not taken: the writer thread is gone");
         }
     }
-}
 
-impl SnapshotWriter {
     /// Stop taking snapshots at once, without waiting for the writer's thread (a cluster
     /// member losing the lead: its state is about to be stale, and its loop must not wait for
     /// a day's hashing). Jobs not yet written whose records are not committed are dropped; a
