@@ -45,7 +45,7 @@ pub fn record(day: &Day, dir: &Path) -> Result<(), String> {
     std::fs::remove_file(&manifest).map_err(|e| format!("{}: {e}", manifest.display()))
 }
 
-/// [`record`] with another segment size (large synthetic days).
+/// [`record()`] with another segment size (large synthetic days).
 pub fn record_with(day: &Day, dir: &Path, segment_bytes: u64) -> Result<(), String> {
     record_steps(&day.venue, day.steps.iter().copied(), dir, segment_bytes)
 }
