@@ -38,7 +38,7 @@ pub const UNRELEASED_BATCHES_MAX: usize = 64;
 /// Bytes reserved at start-up for the encoded part of a state snapshot: counters, halts,
 /// blocks, token free lists and resting orders (the token tables' slot arrays, the bulk, are
 /// lent, not copied: `exchange::state::LentState`). It grows past this only if that part is
-/// larger (~40 bytes a resting order); the buffer is reused by every later snapshot.
+/// larger (45 bytes a resting order); the buffer is reused by every later snapshot.
 pub const SNAPSHOT_BUFFER_BYTES: usize = 4 << 20;
 
 /// The output stage runs its feed timers (heartbeats, the partial packet's hold) this often.
