@@ -200,6 +200,8 @@ fn a_state_saved_on_threads_is_the_compact_layouts_state() {
 /// batch it drained before (`limits::shard_in_flight_max`); their channel held a ring's worth,
 /// so a lagging shard blocked on it while the output thread waited for its events and the
 /// front for a lent stage (or its ring, or the join at the finish): the three threads hung.
+/// Each saved state, whose token slot arrays are lent, is read only after the finish (the
+/// burst's pending tokens settled past it) and is the compact layout's state at its point.
 #[test]
 fn a_burst_of_pending_replacements_never_stalls_a_save_or_the_finish() {
     use bourse::types::Side;
@@ -245,6 +247,23 @@ fn a_burst_of_pending_replacements_never_stalls_a_save_or_the_finish() {
         ring_slots: 64,
         pin_cores: false,
     };
+    // The compact layout's state digest at every save point.
+    let mut ex = Exchange::new(venue.clone()).unwrap();
+    let mut digests = Vec::new();
+    for (i, command) in inputs.iter().enumerate() {
+        let seq = i as u64 + 1;
+        ex.apply(
+            &Input {
+                seq,
+                timestamp: ts(seq),
+                command: *command,
+            },
+            &mut Count::default(),
+        );
+        if seq.is_multiple_of(5_000) {
+            digests.push(ex.state_digest());
+        }
+    }
     // As the daemon builds it (the front of a replay), and fresh.
     for from_replay in [true, false] {
         let mut p = if from_replay {
@@ -255,6 +274,7 @@ fn a_burst_of_pending_replacements_never_stalls_a_save_or_the_finish() {
         } else {
             Sharded::start(&venue, &config, Collect::default()).unwrap()
         };
+        let mut saved = Vec::new();
         for (i, command) in inputs.iter().enumerate() {
             let seq = i as u64 + 1;
             p.apply(&Input {
@@ -263,10 +283,22 @@ fn a_burst_of_pending_replacements_never_stalls_a_save_or_the_finish() {
                 command: *command,
             });
             if seq.is_multiple_of(5_000) {
-                p.save_state(&mut LentState::with_capacity(0)).unwrap();
+                let mut lent = LentState::with_capacity(0);
+                p.save_state(&mut lent).unwrap();
+                saved.push(lent);
             }
         }
         let out = p.finish();
+        // Each state read only now, after the burst's pending tokens settled past it: the
+        // compact layout's state at its point.
+        for (k, lent) in saved.iter().enumerate() {
+            let restored = Exchange::from_state(venue.clone(), &lent.to_vec()).unwrap();
+            assert_eq!(
+                restored.state_digest(),
+                digests[k],
+                "from replay: {from_replay}, state {k}"
+            );
+        }
         let replaced = out
             .outputs
             .iter()

@@ -12,11 +12,14 @@
 //! voided ones, which the loan never reads.
 //!
 //! One writer: the table that owns the array. Readers: loans, on other threads, each of a
-//! prefix whose every slot outside its voided list is never written again (asserted at each
-//! write: [`SlotArray::overwrite`] takes only a pending or voided slot). The memory is shared
-//! by `Arc`, so a loan outlives a dropped table. Writes go through raw pointers and no
-//! `&mut` of the array is ever made, so a loan's reads alias nothing mutable (checked under
-//! Miri by this module's tests, `tools/miri.sh`).
+//! prefix whose every slot outside its voided list is never written again. Two assertions
+//! hold the owner to that: [`SlotArray::overwrite`] rewrites only a slot its caller says is
+//! pending or voided (the token table's states), and the token table lends only when it
+//! counts no pending token (`TokenTable::lend_image`), so every pending slot was written
+//! after the loan, past its length or into a slot it copied. The memory is shared by `Arc`,
+//! so a loan outlives a dropped table. Writes go through raw pointers and no `&mut` of a
+//! slot is made while a loan may exist, so a loan's reads alias nothing mutable (checked
+//! under Miri by the loan tests in `exchange::tokens`, `tools/miri.sh`).
 
 use super::tokens::{ENTRY_BYTES, Entry};
 use std::ptr::NonNull;
@@ -178,16 +181,17 @@ impl SlotArray {
         self.len = 0;
     }
 
-    fn assert_unlent(&self, doing: &str) {
-        assert_eq!(
-            Arc::strong_count(&self.memory),
-            1,
+    /// No loan exists (`get_mut` acquires: a loan dropped on another thread is done
+    /// reading before the owner writes again).
+    fn assert_unlent(&mut self, doing: &str) {
+        assert!(
+            Arc::get_mut(&mut self.memory).is_some(),
             "{doing} a lent slot array"
         );
     }
 
     /// Lend the array as it stands: `voided` names every slot that may be rewritten later
-    /// (those on the free list: the table is settled, nothing is pending), whose bytes the
+    /// (those on the free list: the caller is settled, nothing is pending), whose bytes the
     /// loan copies now. Allocates the loan's copy of those slots only.
     pub fn lend(&self, voided: &[u32]) -> ImageLoan {
         let mut voided: Vec<(u32, Entry)> = voided

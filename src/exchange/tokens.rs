@@ -290,6 +290,8 @@ pub(crate) struct TokenTable {
     /// Bumped whenever a bucket is written: a [`Vacant`] taken before the last change must
     /// probe again (inline, a Replace's insert follows its lookup with no change between).
     changes: u64,
+    /// Pending tokens (a slot array is lent only with none: see [`Self::lend_image`]).
+    pending: u32,
 }
 
 impl TokenTable {
@@ -323,6 +325,7 @@ impl TokenTable {
             voided_max: voided_max.clamp(1, limit.max(1)),
             entries_resident: 0,
             changes: 0,
+            pending: 0,
         }
     }
 
@@ -522,6 +525,7 @@ impl TokenTable {
         };
         self.buckets[at] = self.code.bucket(vacant.hash, slot);
         self.changes += 1;
+        self.pending += u32::from(matches!(state, TokenState::Pending(_)));
         slot
     }
 
@@ -552,6 +556,7 @@ impl TokenTable {
         // Only a pending token's state changes (a lent image reads every other slot).
         self.entries
             .overwrite(slot as usize, entry, Entry::is_pending);
+        self.pending -= 1;
     }
 
     /// Forget a pending token that was not consumed: it leaves the index, its slot is reused.
@@ -572,6 +577,7 @@ impl TokenTable {
         };
         self.entries
             .overwrite(slot as usize, voided, Entry::is_pending);
+        self.pending -= 1;
         assert!(self.free.len() < self.free.capacity(), "free slots bounded");
         self.free.push(slot);
     }
@@ -632,7 +638,8 @@ impl TokenTable {
     /// while this table goes on (see [`super::slots`]). The table must be settled (no
     /// pending token): every slot but the free list's then keeps its bytes for the day.
     pub(crate) fn lend_image(&self) -> ImageLoan {
-        debug_assert!(!self.entries.as_slice().iter().any(Entry::is_pending));
+        // A pending slot lent would be rewritten under the loan's reads when it settles.
+        assert_eq!(self.pending, 0, "a token table is lent settled");
         self.entries.lend(&self.free)
     }
 
@@ -1217,7 +1224,16 @@ mod tests {
     #[test]
     fn a_lent_image_is_the_table_at_the_loan_whatever_it_does_next() {
         let mut t = sample_table();
+        // Reuse three voided slots and void them again out of order: the free list a loan
+        // copies need not be sorted.
+        let reused: Vec<u32> = (0..3)
+            .map(|i| t.insert(tok(&format!("Q{i}")), TokenState::Pending(2)))
+            .collect();
+        for &at in &[1, 2, 0] {
+            t.void(reused[at]);
+        }
         let (at_loan, free) = t.image();
+        assert!(!free.is_sorted(), "{free:?}");
         let (at_loan, voided) = (at_loan.to_vec(), free.len());
         assert_eq!(voided, 4, "the sample has voided slots");
         let loan = t.lend_image();
@@ -1242,6 +1258,23 @@ mod tests {
             go_on_after_the_loan(&mut t, round);
         }
         assert_eq!(reader.join().unwrap(), at_loan);
+    }
+
+    /// Only a pending slot's state is set (a loan reads every settled slot in place).
+    #[test]
+    #[should_panic(expected = "a lent slot is never rewritten")]
+    fn a_settled_slot_is_never_rewritten() {
+        let mut t = sample_table();
+        t.set(0, TokenState::Routed(1));
+    }
+
+    /// A table with a pending token is not lent (its slot is rewritten when it settles).
+    #[test]
+    #[should_panic(expected = "a token table is lent settled")]
+    fn a_table_with_a_pending_token_is_not_lent() {
+        let mut t = sample_table();
+        t.insert(tok("P"), TokenState::Pending(1));
+        let _ = t.lend_image();
     }
 
     /// A lent array is never restored over nor cleared (a loan would read the new bytes).
