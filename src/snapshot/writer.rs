@@ -31,6 +31,40 @@ const PUBLISH_WAIT_MS_MAX: u64 = 60_000;
 const PUBLISH_POLL_MS: u64 = 2;
 /// Snapshots in flight at most (buffers reserved at start-up).
 pub const BUFFERS: usize = 2;
+/// Journaled time between two "snapshots skipped" lines (points closer together than the
+/// writer can write are skipped at every one: at a million inputs a second, several a
+/// second).
+const SKIP_LOG_INTERVAL_NS: u64 = 10 * Timestamp::NANOS_PER_SECOND;
+
+/// Snapshot points skipped because every buffer was still being written, logged at most once
+/// per [`SKIP_LOG_INTERVAL_NS`] of journaled time with how many.
+#[derive(Default)]
+struct Skips {
+    /// Skipped since the last line.
+    unlogged: u64,
+    /// The journaled time of the last line.
+    logged_at: Option<Timestamp>,
+}
+
+impl Skips {
+    /// One point skipped; logs it with those before it once the interval has passed.
+    fn skipped(&mut self, inputs: u64, timestamp: Timestamp) -> bool {
+        self.unlogged += 1;
+        let due = self
+            .logged_at
+            .is_none_or(|at| timestamp.0.saturating_sub(at.0) >= SKIP_LOG_INTERVAL_NS);
+        if due {
+            tracing::warn!(
+                inputs,
+                skipped = self.unlogged,
+                "snapshots skipped: the writer is still writing the previous {BUFFERS} (points closer together than it writes; one line per {} s)",
+                SKIP_LOG_INTERVAL_NS / Timestamp::NANOS_PER_SECOND
+            );
+            (self.unlogged, self.logged_at) = (0, Some(timestamp));
+        }
+        due
+    }
+}
 
 /// What the engine thread hands over.
 struct Job {
@@ -50,6 +84,7 @@ pub struct SnapshotWriter {
     buffers: Receiver<LentState>,
     /// Buffers to encode into (the others are being written).
     spare: Vec<LentState>,
+    skips: Skips,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -97,6 +132,7 @@ impl SnapshotWriter {
             jobs: Some(jobs),
             buffers,
             spare,
+            skips: Skips::default(),
             stop,
             thread: Some(thread),
         })
@@ -122,10 +158,7 @@ impl SnapshotWriter {
             }
         }
         if self.spare.is_empty() {
-            tracing::warn!(
-                inputs,
-                "snapshot skipped: the writer is still writing the previous {BUFFERS}"
-            );
+            self.skips.skipped(inputs, timestamp);
             return false;
         }
         true
@@ -435,5 +468,19 @@ mod tests {
             expected.add(m);
         }
         assert_eq!(written.streams, vec![expected.position()]);
+    }
+
+    /// Skipped points are logged once per interval of journaled time, with their count.
+    #[test]
+    fn skipped_points_are_logged_once_per_interval_with_their_count() {
+        let mut skips = Skips::default();
+        let s = |secs: u64| Timestamp(secs * Timestamp::NANOS_PER_SECOND);
+        assert!(skips.skipped(1, s(100)), "the first is logged");
+        assert!(!skips.skipped(2, s(101)));
+        assert!(!skips.skipped(3, s(109)));
+        assert_eq!(skips.unlogged, 2);
+        assert!(skips.skipped(4, s(110)), "10 s later, with the 2 before it");
+        assert_eq!(skips.unlogged, 0);
+        assert!(!skips.skipped(5, s(115)));
     }
 }
