@@ -1,8 +1,8 @@
 //! A token table's slot array, lendable to a state snapshot's writer without a copy.
 //!
 //! The slot array is the bulk of a busy day's state (18 bytes for every token of the day:
-//! ~325 MB after 20M inputs). A snapshot used to copy it on the engine thread, which paused
-//! the venue for ~90 ms per snapshot on such a day. It need not: once a table is settled, a
+//! ~350 MB after 20M inputs). A snapshot used to copy it on the engine thread, which paused
+//! the venue for 60-120 ms per snapshot on such a day (BENCHMARKS.md section 7, "Stop 27"). It need not: once a table is settled, a
 //! slot below its length changes only while it is *voided* (on the free list, reused by a
 //! later insert) or *pending* (which a settled table has none of). Every other slot
 //! (unrouted or routed) keeps its bytes for the rest of the day. So a snapshot lends the
