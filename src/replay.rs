@@ -5,7 +5,7 @@
 //! and one per account for its OUCH stream, plus the exchange's state digest. The daemon's
 //! streams are the same bytes, so "live == replay" is a comparison of these digests.
 
-use crate::exchange::{Exchange, Input, Sink, StateDigest};
+use crate::exchange::{Exchange, Input, LentState, Sink, StateDigest};
 use crate::journal::{JournalError, JournalReader};
 use crate::sequencer::ahead::{AheadError, InputsAhead};
 use crate::sequencer::record::{self, DayHeader, KIND_NOOP, KIND_START_OF_DAY};
@@ -144,7 +144,8 @@ pub struct ReplayReport {
     /// Snapshots written by this run.
     pub snapshots_written: u64,
     /// The longest encoding of the state for one of them (the pause the daemon's engine
-    /// thread takes for a snapshot of the same state), and the largest file.
+    /// thread takes for a snapshot of the same state: the slot arrays are lent, not
+    /// encoded), and the largest file.
     pub snapshot_encode_max: std::time::Duration,
     pub snapshot_bytes_max: u64,
 }
@@ -535,7 +536,7 @@ fn take(
     inputs: u64,
     timestamp: Timestamp,
     header_digest: [u8; 32],
-) -> Result<Snapshot, ReplayError> {
+) -> Result<Snapshot<LentState>, ReplayError> {
     let last_seq = exchange.last_seq();
     let record_fingerprint =
         snapshot::record_fingerprint(dir, last_seq, Some(timestamp)).map_err(|error| {
@@ -544,9 +545,11 @@ fn take(
                 error,
             }
         })?;
-    let mut state = Vec::new();
+    // As the daemon does: the token tables' slot arrays lent, not copied (the file is
+    // written from them; nothing applies an input meanwhile).
+    let mut state = LentState::with_capacity(0);
     exchange
-        .save_state(&mut state)
+        .save_state_lending(&mut state)
         .expect("writing into memory");
     let streams = sink.settle().iter().map(StreamHasher::position).collect();
     Ok(Snapshot {

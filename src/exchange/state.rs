@@ -83,6 +83,7 @@ pub(crate) fn save(
 /// the bytes around them, and each lent array with where it goes in those bytes. Its bytes
 /// ([`Self::for_each_part`]) are `save`'s, read later on any thread while the exchange goes
 /// on (see `super::slots`). Reused from one snapshot to the next.
+#[derive(Default)]
 pub struct LentState {
     around: Vec<u8>,
     /// (offset in `around`, the slot array lent there), in offset order.

@@ -177,7 +177,7 @@ impl<T: AsRef<[u8]>> StateBytes for T {
     }
 }
 
-impl StateBytes for &LentState {
+impl StateBytes for LentState {
     fn byte_count(&self) -> usize {
         LentState::len(self)
     }

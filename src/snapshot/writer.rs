@@ -320,11 +320,12 @@ fn write_one(
         header_digest: setup.header_digest,
         streams: positions,
         // Written from the buffer and the lent slot arrays as they are (a busy day's state is
-        // gigabytes): no copy.
-        state: &job.state,
+        // gigabytes): no copy. Taken out of the job for the write, and put back.
+        state: std::mem::take(&mut job.state),
     };
-    let (_, bytes) =
-        super::write_atomic(&setup.journal_dir, &snapshot).map_err(|e| e.to_string())?;
+    let written = super::write_atomic(&setup.journal_dir, &snapshot);
+    job.state = snapshot.state;
+    let (_, bytes) = written.map_err(|e| e.to_string())?;
     super::prune(&setup.journal_dir, setup.keep, job.last_seq);
     Ok(bytes as usize)
 }
