@@ -21,6 +21,7 @@ ROUNDS=${ROUNDS:-3}
 IDLE_S=${IDLE_S:-25}
 WAIT_S=${WAIT_S:-120}
 TICKS=$(getconf CLK_TCK)
+. tools/bench/lib.sh
 
 # phases LOG STARTED -> when the state was restored and the journal recovered (seconds
 # after the start), from the log lines' timestamps.
@@ -37,16 +38,11 @@ start_once() { # start_once BIN LABEL -> one line: seconds to listening, CPU, lo
   local log pid started ended cpu
   log=$(mktemp)
   started=$(date +%s.%N)
-  "$1/bourse" run --config "$CONFIG" >"$log" 2>&1 &
-  pid=$!
-  # Bounded: WAIT_S seconds in 50 ms steps.
-  for _ in $(seq 1 $((WAIT_S * 20))); do
-    grep -q "listening" "$log" && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.05
-  done
+  local listening=yes
+  start_until_listening "$1" "$CONFIG" "$log" "$WAIT_S" || listening=no
+  pid=$VENUE_PID
   ended=$(date +%s.%N)
-  if ! grep -q "listening" "$log"; then
+  if [ "$listening" = no ]; then
     echo "$2: no 'listening' line; the log ends:" && tail -3 "$log"
     kill -9 "$pid" 2>/dev/null || true
     rm -f "$log"

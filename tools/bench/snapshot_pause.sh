@@ -28,6 +28,7 @@ SECS=${SECS:-10}
 WINDOW=${WINDOW:-2000}
 ACCOUNTS=${ACCOUNTS:-4}
 WAIT_S=${WAIT_S:-120}
+. tools/bench/lib.sh
 DAY=$(sed -n 's/^dir = "\(.*\)"$/\1/p' "$CONFIG" | head -1)
 [ -n "$DAY" ] && [ "$DAY" != "$SOURCE" ] || { echo "journal.dir of $CONFIG must differ from SOURCE"; exit 2; }
 
@@ -37,15 +38,10 @@ run_once() { # run_once BIN LABEL
   lg=$(mktemp)
   rm -rf "$DAY" && cp -a --sparse=always "$SOURCE" "$DAY" && sync
   sleep 3
-  "$1/bourse" run --config "$CONFIG" >"$log" 2>&1 &
-  pid=$!
-  # Bounded: WAIT_S seconds in 100 ms steps.
-  for _ in $(seq 1 $((WAIT_S * 10))); do
-    grep -q '^listening' "$log" && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if ! grep -q '^listening' "$log"; then
+  local listening=yes
+  start_until_listening "$1" "$CONFIG" "$log" "$WAIT_S" || listening=no
+  pid=$VENUE_PID
+  if [ "$listening" = no ]; then
     echo "$2: no 'listening' line; the log ends:" && tail -3 "$log"
     kill -9 "$pid" 2>/dev/null || true
     return
