@@ -14,9 +14,10 @@
 //! One writer: the table that owns the array. Readers: loans, on other threads, each of a
 //! prefix whose every slot outside its voided list is never written again. Two assertions
 //! hold the owner to that: [`SlotArray::overwrite`] rewrites only a slot its caller says is
-//! pending or voided (the token table's states), and the token table lends only when it
-//! counts no pending token (`TokenTable::lend_image`), so every pending slot was written
-//! after the loan, past its length or into a slot it copied. The memory is shared by `Arc`,
+//! pending or voided (the token table's states), and a state is saved (and its tables lent)
+//! only once the front awaits no verdict, i.e. holds no pending token (`state::save_with`,
+//! `TokenTable::lend_image`), so every pending slot was written after the loan, past its
+//! length or into a slot it copied. The memory is shared by `Arc`,
 //! so a loan outlives a dropped table. Writes go through raw pointers and no `&mut` of a
 //! slot is made while a loan may exist, so a loan's reads alias nothing mutable (checked
 //! under Miri by the loan tests in `exchange::tokens`, `tools/miri.sh`).

@@ -178,7 +178,7 @@ impl SnapshotWriter {
             return;
         };
         let started = Instant::now();
-        state.clear();
+        // Empty: the writer clears a buffer (giving its slot arrays back) before it returns it.
         let counts = match encode(&mut state) {
             Ok(counts) => counts,
             Err(e) => {
