@@ -396,6 +396,42 @@ fn a_dropped_connection_cancels_only_where_configured_in(layout: &str) {
     assert!(out.contains("order_refs 9 matches 1"), "{out}");
 }
 
+/// A broker's order and the end of its stream arriving together (the order, then FIN right
+/// behind it; the broker half-closes and keeps reading, so no reset follows to raise another
+/// event): the gateway reads the stream to its end in the same turn, so cancel on disconnect
+/// takes the order at once. A read that stopped at the order's bytes (the short-read shortcut
+/// taken when the event also said the peer closed) would leave the end-of-file unread with no
+/// further edge-triggered event to announce it: the account would stay logged in until its
+/// heartbeat timeout and the re-login below would be refused.
+#[test]
+fn an_order_with_the_close_right_behind_it_is_canceled_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path(), &config(dir.path(), COMPACT));
+    let mut left: Vec<String> = vec!["SS".into()];
+    let mut next_seq = 1;
+    // Held open (reading side) until the end: a closed socket would answer the venue's
+    // next write with a reset, an event of its own.
+    let mut half_closed = Vec::new();
+    for round in 1..=8u32 {
+        let mut droppy = login(&venue, "DROPPY", "droppypw", next_seq);
+        let want: Vec<&str> = left.iter().map(String::as_str).collect();
+        expect(&mut droppy, &want);
+        next_seq += left.len() as u64;
+        let token = format!("Q{round}");
+        droppy
+            .send(&enter(&token, b'B', 100, "AAPL", 990_000))
+            .unwrap();
+        let stream = droppy.try_clone_stream().unwrap();
+        stream.shutdown(std::net::Shutdown::Write).unwrap();
+        half_closed.push(droppy);
+        left = vec![format!("A {token} L r{round}"), format!("C {token} 100 Z")];
+    }
+    let mut droppy = login(&venue, "DROPPY", "droppypw", next_seq);
+    let want: Vec<&str> = left.iter().map(String::as_str).collect();
+    expect(&mut droppy, &want);
+    assert!(venue.stop().success());
+}
+
 #[test]
 fn account_controls_from_the_config_file_reach_the_engine() {
     account_controls_from_the_config_file_reach_the_engine_in(COMPACT);

@@ -270,7 +270,9 @@ impl<F: FeedOut> Daemon<F> {
                 {
                     gateway.defer(event.token());
                 } else {
-                    self.dispatch(event.token(), now, &streams);
+                    // A closed or failed peer's end is read to the end now (see `service`).
+                    let peer_closed = event.is_read_closed() || event.is_error();
+                    self.dispatch(event.token(), peer_closed, now, &streams);
                 }
             }
             let registry = self.poll.registry();
@@ -371,12 +373,18 @@ impl<F: FeedOut> Daemon<F> {
         }
     }
 
-    fn dispatch(&mut self, token: Token, now: u64, streams: &[crate::stream::StreamReader]) {
+    fn dispatch(
+        &mut self,
+        token: Token,
+        peer_closed: bool,
+        now: u64,
+        streams: &[crate::stream::StreamReader],
+    ) {
         let registry = self.poll.registry();
         if let Some(gateway) = self.gateway.as_mut()
             && gateway.owns(token)
         {
-            gateway.on_event(token, registry, now, streams, &mut self.node);
+            gateway.on_event(token, peer_closed, registry, now, streams, &mut self.node);
         } else if self.admin.owns(token)
             && let Some((index, request)) = self.admin.on_event(token, registry, now)
         {

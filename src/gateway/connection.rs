@@ -186,18 +186,19 @@ impl Connection {
         Ok(())
     }
 
-    /// Read what the socket has into the framing buffer. Ok(false) = peer closed.
-    pub fn receive(&mut self, now_ns: u64) -> io::Result<bool> {
+    /// Read what the socket has into the framing buffer (one `read`).
+    pub fn receive(&mut self, now_ns: u64) -> io::Result<Received> {
         let space = self.reader.read_space();
         if space.is_empty() {
-            return Ok(true);
+            return Ok(Received::NoSpace);
         }
+        let asked = space.len();
         match self.stream.read(space) {
-            Ok(0) => Ok(false),
+            Ok(0) => Ok(Received::Closed),
             Ok(n) => {
                 self.reader.commit(n);
                 self.last_recv_ns = now_ns;
-                Ok(true)
+                Ok(Received::Bytes { short: n < asked })
             }
             Err(e)
                 if e.kind() == io::ErrorKind::WouldBlock
@@ -208,4 +209,16 @@ impl Connection {
             Err(e) => Err(e),
         }
     }
+}
+
+/// What one [`Connection::receive`] got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Received {
+    /// Bytes; `short`: fewer than there was room for, so the socket had no more at that
+    /// moment (a TCP stream's `read` returns what is queued, up to the room).
+    Bytes { short: bool },
+    /// The framing buffer is full: frame what it holds before reading more.
+    NoSpace,
+    /// The peer closed its side.
+    Closed,
 }

@@ -33,7 +33,7 @@ use crate::types::AccountId;
 use crate::wire::ascii::SessionId;
 use crate::wire::ouch::Inbound;
 use crate::wire::soupbin::{self, Packet};
-use connection::{Connection, State};
+use connection::{Connection, Received, State};
 use mio::net::TcpListener;
 use mio::{Interest, Registry, Token};
 use std::io;
@@ -184,9 +184,12 @@ impl Gateway {
         self.conns.iter().filter(|c| c.is_some()).count()
     }
 
+    /// A readiness event of `token`; `peer_closed`: the event said the peer closed or the
+    /// socket failed.
     pub fn on_event<I: Intake>(
         &mut self,
         token: Token,
+        peer_closed: bool,
         registry: &Registry,
         now_ns: u64,
         streams: &[StreamReader],
@@ -197,7 +200,7 @@ impl Gateway {
             return;
         }
         let index = token.0 - self.token_base - 1;
-        self.service(index, registry, now_ns, streams, intake);
+        self.service(index, peer_closed, registry, now_ns, streams, intake);
     }
 
     /// Serve connections whose read budget ran out on their last event, and those just
@@ -215,7 +218,8 @@ impl Gateway {
         let pending = self.read_again.len();
         for _ in 0..pending {
             let index = self.read_again.remove(0);
-            self.service(index, registry, now_ns, streams, intake);
+            // Its event (if any) was set aside: read until the socket says WouldBlock.
+            self.service(index, true, registry, now_ns, streams, intake);
         }
     }
 
@@ -381,9 +385,12 @@ impl Gateway {
         });
     }
 
+    /// Flush, read and frame one connection. `drain`: read until the socket says WouldBlock
+    /// even after a short read.
     fn service<I: Intake>(
         &mut self,
         index: usize,
+        drain: bool,
         registry: &Registry,
         now_ns: u64,
         streams: &[StreamReader],
@@ -414,8 +421,21 @@ impl Gateway {
             }
             reads += 1;
             match conn.receive(now_ns) {
-                Ok(true) => reason = self.drain_packets(&mut conn, index, streams, intake, now_ns),
-                Ok(false) => reason = Some("peer closed the connection".into()),
+                Ok(Received::Bytes { short }) => {
+                    reason = self.drain_packets(&mut conn, index, streams, intake, now_ns);
+                    // A short read emptied the socket: anything that arrives after it raises
+                    // a new edge-triggered event, so the `read` that would only say
+                    // WouldBlock is skipped (one syscall per event, as tokio does on epoll).
+                    // Not when the event said the peer closed: its end-of-file raises no
+                    // further event, so it must be read now.
+                    if short && !drain {
+                        break;
+                    }
+                }
+                Ok(Received::NoSpace) => {
+                    reason = self.drain_packets(&mut conn, index, streams, intake, now_ns)
+                }
+                Ok(Received::Closed) => reason = Some("peer closed the connection".into()),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => reason = Some(format!("read failed: {e}")),
             }
