@@ -262,7 +262,8 @@ pub struct EngineConfig {
     pub pin_cores: bool,
     /// Capacity of every ring between stages (a power of two).
     pub ring_slots: u32,
-    /// Interval of the sequencer's timer input (TIF expiry).
+    /// Interval of the sequencer's timer input while orders can expire (TIF expiry lands
+    /// within this plus the host's scheduling delay after the deadline).
     pub tick_ms: u64,
 }
 
@@ -274,7 +275,7 @@ impl Default for EngineConfig {
             wait: WaitStrategy::Park,
             pin_cores: true,
             ring_slots: 1 << 16,
-            tick_ms: 1_000,
+            tick_ms: 250,
         }
     }
 }

@@ -76,6 +76,12 @@ pub const MOLDUDP64_PAYLOAD_BYTES_MAX: u16 = 1_400;
 /// Smallest datagram that still carries the longest ITCH message in one block.
 pub const MOLDUDP64_PAYLOAD_BYTES_MIN: u16 = 20 + 2 + itch::MAX_MESSAGE_LEN as u16;
 
+/// Longest interval of the sequencer's timer input (`engine.tick_ms`). An order expires at
+/// the first timer input at or after its deadline, so expiry lands up to one interval plus
+/// the host's scheduling delay after it; DESIGN.md 4 promises within one second, and this
+/// leaves at least half of it to a loaded host.
+pub const EXPIRY_TICK_MS_MAX: u64 = 500;
+
 /// Check the configured sizes against each other and against the constants above; one line
 /// naming the key on failure.
 pub fn check(config: &Config) -> Result<(), String> {
@@ -83,6 +89,11 @@ pub fn check(config: &Config) -> Result<(), String> {
     if !slots.is_power_of_two() || !(RING_SLOTS_MIN..=RING_SLOTS_MAX).contains(&slots) {
         return Err(format!(
             "engine.ring_slots must be a power of two in {RING_SLOTS_MIN}..={RING_SLOTS_MAX}"
+        ));
+    }
+    if !(1..=EXPIRY_TICK_MS_MAX).contains(&config.engine.tick_ms) {
+        return Err(format!(
+            "engine.tick_ms must be 1..={EXPIRY_TICK_MS_MAX} (orders expire within one second of their deadline)"
         ));
     }
     if config.engine.shards == 0 || config.engine.shards as usize > config.symbols.len() {
@@ -130,5 +141,15 @@ mod tests {
         c = Config::embedded_default();
         c.feed.max_payload_bytes = 1_500;
         assert!(check(&c).unwrap_err().contains("feed.max_payload_bytes"));
+        // A timer input a second apart would let an order outlive its deadline by more than
+        // the second DESIGN.md 4 allows (the interval plus the host's delay).
+        for tick_ms in [0, EXPIRY_TICK_MS_MAX + 1, 1_000] {
+            c = Config::embedded_default();
+            c.engine.tick_ms = tick_ms;
+            assert!(
+                check(&c).unwrap_err().contains("engine.tick_ms"),
+                "{tick_ms}"
+            );
+        }
     }
 }
