@@ -441,6 +441,56 @@ fn a_restart_with_another_venue_is_refused_and_the_day_kept() {
     assert_eq!(kinds(&alice.recv_messages(1, TIMEOUT).unwrap()), "C");
 }
 
+/// Voluntary context switches of the daemon's event loop (its main thread) so far: each is
+/// one sleep, so their rate is how often the loop wakes.
+fn loop_wakeups(venue: &Venue) -> u64 {
+    let pid = venue.child.id();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .expect("a voluntary_ctxt_switches line")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// An idle venue with a logged-in session sleeps until its timers are due (heartbeats,
+/// timeouts; at most 100 ms, to notice a stop signal), instead of waking every 5 ms (~180
+/// times a second before), and the session's heartbeats still come every second.
+#[test]
+fn an_idle_venue_wakes_for_its_timers_not_every_few_milliseconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path(), &config_text(dir.path(), ""));
+    let mut alice = login(&venue, "ALICE", "alicepw", 0);
+    let window = Duration::from_secs(3);
+    let started = std::time::Instant::now();
+    let before = loop_wakeups(&venue);
+    let mut heartbeats = Vec::new();
+    while started.elapsed() < window {
+        alice.heartbeat_if_due().unwrap();
+        if let Some(Received::Heartbeat) = alice.recv(Duration::from_millis(100)).unwrap() {
+            heartbeats.push(started.elapsed());
+        }
+    }
+    let per_second = (loop_wakeups(&venue) - before) as f64 / started.elapsed().as_secs_f64();
+    println!("event loop wake-ups: {per_second:.1}/s; heartbeats at {heartbeats:?}");
+    assert!(
+        per_second <= 30.0,
+        "the idle loop woke {per_second:.1} times a second"
+    );
+    assert!(heartbeats.len() >= 2, "heartbeats: {heartbeats:?}");
+    for pair in heartbeats.windows(2) {
+        let gap = pair[1] - pair[0];
+        // heartbeat_ms = 1000; the client's read timeout adds up to its 100 ms slices.
+        assert!(
+            gap <= Duration::from_millis(1_250),
+            "a heartbeat {gap:?} after the last"
+        );
+    }
+    venue.stop();
+}
+
 /// DESIGN.md 4: an order with a time in force of N seconds is canceled (reason `T`) by a
 /// sequenced input within one second of its deadline. Eight orders entered 125 ms apart
 /// meet the timer input at every phase of its interval: each must expire within the

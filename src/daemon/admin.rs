@@ -457,6 +457,12 @@ impl AdminServer {
         }
     }
 
+    /// An open connection (its request timeout runs) or a backlog left to accept: work for
+    /// [`AdminServer::on_timer`] that no socket event announces.
+    pub fn has_timed_work(&self) -> bool {
+        self.backlog_maybe_left || self.conns.iter().any(Option::is_some)
+    }
+
     /// Close connections that have not sent their request in time, and accept what the
     /// last event's bounded accept loop left in the backlog.
     pub fn on_timer(&mut self, registry: &Registry, now_ns: u64) {

@@ -222,6 +222,9 @@ impl<F: FeedOut> Daemon<F> {
             metrics,
             _metrics_server: metrics_server,
             member: Some(member),
+            last_timer_ns: 0,
+            all_released: true,
+            idle: false,
         })
     }
 

@@ -36,8 +36,12 @@ const WAKER_TOKEN: Token = Token(1 << 21);
 const TRANSPORT_TOKEN: Token = Token((1 << 21) + 1);
 /// Heartbeats and timeouts are checked this often.
 const TIMER_INTERVAL_NS: u64 = 10_000_000;
-/// Longest sleep in `park` mode: bounds how late a stop request or a timer is noticed.
+/// Sleep in `park` mode while the loop waits on another thread (ring room, the journal's
+/// next segment, a release) or an admin connection is open.
 const PARK_TIMEOUT: Duration = Duration::from_millis(5);
+/// Longest sleep in `park` mode when nothing is pending: bounds how late a stop signal is
+/// noticed (the market-data servers' stop poll is as long). Timers wake the loop on time.
+const IDLE_PARK_MAX: Duration = Duration::from_millis(100);
 /// How often a batch waiting for its release (a standby's confirmation) looks again.
 const AWAIT_RELEASE_POLL: Duration = Duration::from_micros(50);
 
@@ -88,6 +92,12 @@ pub struct Daemon<F: FeedOut> {
     _metrics_server: Option<ServerHandle>,
     /// A cluster member's raft side (`[cluster]` with several members).
     member: Option<member::Member<F>>,
+    /// When the loop last ran the gateway's and admin's timers.
+    last_timer_ns: u64,
+    /// The last turn ended with everything sequenced released.
+    all_released: bool,
+    /// The last poll returned no event (it timed out): the venue is idle.
+    idle: bool,
 }
 
 impl<F: FeedOut> Daemon<F> {
@@ -205,6 +215,9 @@ impl<F: FeedOut> Daemon<F> {
             metrics,
             _metrics_server: metrics_server,
             member: None,
+            last_timer_ns: 0,
+            all_released: true,
+            idle: false,
         })
     }
 
@@ -245,14 +258,15 @@ impl<F: FeedOut> Daemon<F> {
     pub fn run(&mut self) -> Result<(), String> {
         let mut streams = self.node.ouch_streams().to_vec();
         let mut events = Events::with_capacity(1024);
-        let mut last_timer_ns = 0u64;
         while !self.stop.load(Ordering::Relaxed) {
-            let timeout = self.member_timeout(self.poll_timeout());
+            let timeout = self.poll_timeout(&streams);
+            let timeout = self.member_timeout(timeout);
             if let Err(e) = self.poll.poll(&mut events, Some(timeout))
                 && e.kind() != std::io::ErrorKind::Interrupted
             {
                 return Err(format!("event poll failed: {e}"));
             }
+            self.idle = events.is_empty();
             let now = self.now_ns();
             self.node.probe.receive();
             let first_seq = self.node.last_seq();
@@ -290,6 +304,7 @@ impl<F: FeedOut> Daemon<F> {
                 streams = self.node.ouch_streams().to_vec();
             }
             let all_released = self.node.end_batch();
+            self.all_released = all_released;
             let last_seq = self.node.last_seq();
             self.node
                 .probe
@@ -303,8 +318,8 @@ impl<F: FeedOut> Daemon<F> {
                 gateway.pump(&streams, self.poll.registry(), now);
             }
             self.node.probe.written();
-            if now.saturating_sub(last_timer_ns) >= TIMER_INTERVAL_NS {
-                last_timer_ns = now;
+            if now.saturating_sub(self.last_timer_ns) >= TIMER_INTERVAL_NS {
+                self.last_timer_ns = now;
                 let registry = self.poll.registry();
                 if let Some(gateway) = self.gateway.as_mut() {
                     gateway.on_timer(registry, now);
@@ -351,7 +366,7 @@ impl<F: FeedOut> Daemon<F> {
         self.node.answer_snapshots(&self.desk);
     }
 
-    fn poll_timeout(&self) -> Duration {
+    fn poll_timeout(&mut self, streams: &[crate::stream::StreamReader]) -> Duration {
         // A cluster member waiting for its quorum is woken by the transport instead.
         if self.node.awaiting_release() && self.member.is_none() {
             return AWAIT_RELEASE_POLL;
@@ -369,8 +384,36 @@ impl<F: FeedOut> Daemon<F> {
                 std::thread::yield_now();
                 Duration::ZERO
             }
-            WaitStrategy::Park => PARK_TIMEOUT,
+            WaitStrategy::Park => self.park_timeout(streams),
         }
+    }
+
+    /// `park`: [`PARK_TIMEOUT`] while events come (a busy loop is woken by them anyway, and
+    /// pays nothing more per turn), while it waits on another thread or an admin connection
+    /// is open. Once a poll found nothing, until this thread's earliest timed work
+    /// (heartbeats, timeouts, expiry ticks, the feed's timers), at most [`IDLE_PARK_MAX`]: an
+    /// idle venue wakes ~10 times a second instead of every 5 ms.
+    fn park_timeout(&mut self, streams: &[crate::stream::StreamReader]) -> Duration {
+        if !self.idle
+            || !self.all_released
+            || !self.node.ready_for_input()
+            || self.admin.has_timed_work()
+        {
+            return PARK_TIMEOUT;
+        }
+        let pumping = self.member_may_send();
+        let gateway = self.gateway.as_ref();
+        if gateway.is_some_and(|g| g.has_unannounced_work(streams, pumping)) {
+            return Duration::ZERO;
+        }
+        let gateway_ns = gateway.map_or(u64::MAX, Gateway::next_timer_ns);
+        let now_ns = self.now_ns();
+        // The loop runs the gateway's timers once per interval at most.
+        let timers_ns = gateway_ns.max(self.last_timer_ns.saturating_add(TIMER_INTERVAL_NS));
+        let wait_ns = timers_ns
+            .saturating_sub(now_ns)
+            .min(self.node.timers_due_in_ns());
+        Duration::from_nanos(wait_ns).min(IDLE_PARK_MAX)
     }
 
     fn dispatch(

@@ -506,6 +506,17 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
         self.sequence(KIND_TICK, &[], Command::Tick);
     }
 
+    /// Nanoseconds until this thread has timed work: the next expiry tick (when orders may
+    /// expire) or the inline output stage's feed timers. `u64::MAX`: none.
+    pub fn timers_due_in_ns(&mut self) -> u64 {
+        let output_ns = self.pipeline.output_timers_due_in_ns();
+        if self.pipeline.expiring_orders() == 0 {
+            return output_ns;
+        }
+        let since_tick_ns = self.sequencer.now().0.saturating_sub(self.last_tick.0);
+        output_ns.min(self.tick_ns.saturating_sub(since_tick_ns))
+    }
+
     /// May the sequencer take another input now? Not while the rings to the shard threads
     /// are nearly full, nor while as many batches as the output stage can track wait for
     /// their release (`replicated`: the standby's confirmation). When it may not, the caller

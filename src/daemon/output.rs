@@ -29,6 +29,8 @@ pub trait FeedOut: Send + 'static {
     fn flush(&mut self, now_ns: u64);
     fn poll_timers(&mut self, now_ns: u64);
     fn end_of_session(&mut self, now_ns: u64);
+    /// The earliest time `poll_timers` has something to do (`u64::MAX`: never).
+    fn next_deadline_ns(&self) -> u64;
 }
 
 /// A feed that sends nothing (replay-only use and tests of the gateway alone).
@@ -39,6 +41,9 @@ impl FeedOut for NoFeed {
     fn flush(&mut self, _: u64) {}
     fn poll_timers(&mut self, _: u64) {}
     fn end_of_session(&mut self, _: u64) {}
+    fn next_deadline_ns(&self) -> u64 {
+        u64::MAX
+    }
 }
 
 impl FeedOut for crate::marketdata::publisher::FeedPublisher {
@@ -53,6 +58,9 @@ impl FeedOut for crate::marketdata::publisher::FeedPublisher {
     }
     fn end_of_session(&mut self, now_ns: u64) {
         crate::marketdata::publisher::FeedPublisher::end_of_session(self, now_ns);
+    }
+    fn next_deadline_ns(&self) -> u64 {
+        crate::marketdata::publisher::FeedPublisher::next_deadline_ns(self)
     }
 }
 
@@ -344,6 +352,20 @@ impl<F: FeedOut> OutputStage for Streams<F> {
         }
     }
 
+    fn timers_due_in_ns(&self) -> u64 {
+        let Some(feed) = self.feed.as_ref() else {
+            return u64::MAX;
+        };
+        if self.feed_unflushed_through.is_some() {
+            return 0;
+        }
+        // `idle` looks at the feed's timers once per interval at most.
+        let due_ns = feed
+            .next_deadline_ns()
+            .max(self.last_timers_ns + limits::OUTPUT_TIMERS_INTERVAL_NS);
+        due_ns.saturating_sub(self.now_ns())
+    }
+
     /// Messages appended to every stream (held ones included): ITCH first, then every
     /// account's OUCH in config order (a state snapshot's stream positions).
     fn stream_counts(&self) -> Vec<u64> {
@@ -377,6 +399,9 @@ mod tests {
         fn poll_timers(&mut self, _: u64) {}
         fn end_of_session(&mut self, _: u64) {
             self.1.lock().unwrap().push(usize::MAX);
+        }
+        fn next_deadline_ns(&self) -> u64 {
+            u64::MAX
         }
     }
 

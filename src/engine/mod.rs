@@ -85,6 +85,15 @@ impl<O: OutputStage> Pipeline<O> {
         }
     }
 
+    /// Nanoseconds until [`Pipeline::idle`] has timer work on this thread (`u64::MAX`: none;
+    /// the threads' output stage keeps its own timers).
+    pub fn output_timers_due_in_ns(&self) -> u64 {
+        match self {
+            Pipeline::Inline { out, .. } => out.timers_due_in_ns(),
+            Pipeline::Threads(_) => u64::MAX,
+        }
+    }
+
     pub fn expiring_orders(&self) -> u64 {
         match self {
             Pipeline::Inline { exchange, .. } => exchange.expiring_orders(),

@@ -75,6 +75,12 @@ pub trait OutputStage: Sink + Send + 'static {
     /// Nothing more to merge right now: send partial packets, run timers.
     fn idle(&mut self) {}
 
+    /// Nanoseconds until `idle` has timer work to do (`u64::MAX`: none pending): how long
+    /// a caller that runs this stage on its own thread may sleep without new input.
+    fn timers_due_in_ns(&self) -> u64 {
+        u64::MAX
+    }
+
     /// Messages appended so far per stream (ITCH first, then every account's OUCH), for a
     /// state snapshot's stream positions ([`Sharded::save_state`]); empty when it keeps none.
     fn stream_counts(&self) -> Vec<u64> {

@@ -688,6 +688,8 @@ impl Gateway {
         }
     }
 
+    /// Every deadline tested here is also in [`Gateway::next_timer_ns`] (keep them in step:
+    /// a parked loop wakes for no other).
     fn timer_check(&self, conn: &mut Connection, now_ns: u64) -> Option<String> {
         let cfg = &self.cfg;
         let since = |t: u64| now_ns.saturating_sub(t) / NS_PER_MS;
@@ -722,6 +724,48 @@ impl Gateway {
             }
         }
         None
+    }
+
+    /// Work that no socket event announces: deferred reads or accepts, or released replies
+    /// a session has not been sent while the loop sends replies (`pumping`; a pump stops
+    /// after a bounded number of rounds, and a still-writable socket raises no event).
+    pub fn has_unannounced_work(&self, streams: &[StreamReader], pumping: bool) -> bool {
+        if self.has_pending_reads() {
+            return true;
+        }
+        pumping
+            && self.live.iter().zip(streams).any(|(index, stream)| {
+                index.is_some_and(|i| {
+                    let conn = self.conns[i].as_ref().expect("a live session's slot");
+                    conn.pending_bytes() == 0 && conn.has_unsent(stream)
+                })
+            })
+    }
+
+    /// When [`Gateway::on_timer`] next has work: the earliest heartbeat or timeout of any
+    /// connection, by the same tests as `timer_check`'s (`u64::MAX`: none). The event loop
+    /// sleeps no longer than that when nothing else is pending.
+    pub fn next_timer_ns(&self) -> u64 {
+        let cfg = &self.cfg;
+        let after_ms = |t: u64, ms: u64| t.saturating_add(ms.saturating_mul(NS_PER_MS));
+        let mut next_ns = u64::MAX;
+        for conn in self.conns.iter().flatten() {
+            let due_ns = match conn.state {
+                State::AwaitingLogin => after_ms(conn.opened_ns, cfg.login_timeout_ms),
+                State::Rejecting { due_ns, .. } if !conn.closing => due_ns,
+                State::Rejecting { .. } => u64::MAX,
+                State::LoggedIn { .. } => {
+                    let quiet_ns = if conn.pending_bytes() > 0 {
+                        after_ms(conn.last_progress_ns, cfg.client_timeout_ms)
+                    } else {
+                        after_ms(conn.last_send_ns, cfg.heartbeat_ms)
+                    };
+                    quiet_ns.min(after_ms(conn.last_recv_ns, cfg.client_timeout_ms))
+                }
+            };
+            next_ns = next_ns.min(due_ns);
+        }
+        next_ns
     }
 
     /// Hand the lost sessions' accounts to the intake, in the order they were lost.

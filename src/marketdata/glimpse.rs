@@ -395,6 +395,9 @@ fn accept_loop(mut poll: mio::Poll, listener: mio::net::TcpListener, shared: Arc
     let mut events = mio::Events::with_capacity(8);
     let mut connections: Vec<JoinHandle<()>> = Vec::new();
     let mut deferred = false;
+    // An accept that failed (e.g. out of descriptors) may have left connections in the
+    // backlog, which raises no new event: look again after the next poll.
+    let mut failed = false;
     while !shared.stop.load(Ordering::Acquire) {
         let timeout = if deferred {
             EVICTED_WAIT
@@ -411,7 +414,11 @@ fn accept_loop(mut poll: mio::Poll, listener: mio::net::TcpListener, shared: Arc
         // each connection is served, makes room by closing an older one, or is closed. While
         // the threads of closed connections are still finishing, the rest wait in the backlog
         // (push-back): `deferred` makes the next poll short so they are taken a moment later.
-        deferred = false;
+        if events.is_empty() && !deferred && !failed {
+            // The stop poll's timeout: nothing new in the backlog (no accept call).
+            continue;
+        }
+        (deferred, failed) = (false, false);
         loop {
             if !threads_free(&shared) {
                 deferred = true;
@@ -425,6 +432,7 @@ fn accept_loop(mut poll: mio::Poll, listener: mio::net::TcpListener, shared: Arc
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => {
                     tracing::warn!(error = %e, "GLIMPSE accept failed");
+                    failed = true;
                     break;
                 }
             }

@@ -34,35 +34,69 @@ pub fn spawn(config: ReplicationConfig, confirmed: Arc<AtomicU64>) -> io::Result
     let listener = TcpListener::bind(config.listen)?;
     listener.set_nonblocking(true)?;
     let local = listener.local_addr()?;
+    let mut listener = mio::net::TcpListener::from_std(listener);
+    let poll = mio::Poll::new()?;
+    poll.registry()
+        .register(&mut listener, mio::Token(0), mio::Interest::READABLE)?;
     let stop = Arc::new(AtomicBool::new(false));
     let stop_flag = stop.clone();
     let thread = std::thread::Builder::new()
         .name("replication".into())
-        .spawn(move || accept_loop(listener, config, confirmed, stop_flag))?;
+        .spawn(move || accept_loop(poll, listener, config, confirmed, stop_flag))?;
     Ok(ServerHandle::new(stop, thread, local))
 }
 
+/// The next standby from the listener: waits for one (a poll that ends every stop-poll
+/// interval to look at `stop`), accepting until WouldBlock as mio's edge-triggered events
+/// require. `None`: stopped.
+fn next_standby(
+    poll: &mut mio::Poll,
+    events: &mut mio::Events,
+    listener: &mio::net::TcpListener,
+    stop: &AtomicBool,
+) -> Option<(TcpStream, SocketAddr)> {
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((stream, peer)) => match stream_to_std(stream) {
+                Ok(stream) => return Some((stream, peer)),
+                Err(e) => tracing::warn!(%peer, "replication: cannot use a connection: {e}"),
+            },
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if let Err(e) = poll.poll(events, Some(crate::marketdata::stop_poll()))
+                    && e.kind() != io::ErrorKind::Interrupted
+                {
+                    tracing::error!("replication poll failed; the server stops: {e}");
+                    return None;
+                }
+            }
+            Err(e) => {
+                // Out of descriptors, for instance: the backlog raises no new event.
+                tracing::warn!("replication accept failed: {e}");
+                std::thread::sleep(crate::marketdata::stop_poll());
+            }
+        }
+    }
+    None
+}
+
+/// A blocking std stream from an accepted mio one (the follower thread blocks on it).
+fn stream_to_std(stream: mio::net::TcpStream) -> io::Result<TcpStream> {
+    let stream: TcpStream = std::os::fd::OwnedFd::from(stream).into();
+    stream.set_nonblocking(false)?;
+    Ok(stream)
+}
+
 fn accept_loop(
-    listener: TcpListener,
+    mut poll: mio::Poll,
+    listener: mio::net::TcpListener,
     config: ReplicationConfig,
     confirmed: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
 ) {
     let config = Arc::new(config);
     let followers = Arc::new(AtomicUsize::new(0));
-    while !stop.load(Ordering::Relaxed) {
-        let (stream, peer) = match listener.accept() {
-            Ok(x) => x,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
-            Err(e) => {
-                tracing::warn!("replication accept failed: {e}");
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
-        };
+    let mut events = mio::Events::with_capacity(4);
+    while let Some((stream, peer)) = next_standby(&mut poll, &mut events, &listener, &stop) {
         if followers.load(Ordering::Relaxed) >= STANDBYS_MAX {
             tracing::warn!(%peer, "replication: refused a standby, {STANDBYS_MAX} already follow");
             continue;
