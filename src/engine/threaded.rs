@@ -39,8 +39,9 @@ use std::time::Duration;
 
 /// Longest sleep of a parked thread without a bell (bounds how late a missed wake is seen).
 const PARK_MAX: Duration = Duration::from_millis(50);
-/// Longest sleep of an idle output thread between two rounds of its timers.
-const IDLE_PARK: Duration = Duration::from_millis(10);
+/// Longest sleep of an idle output thread: its timers wake it when due
+/// ([`OutputStage::timers_due_in_ns`]), producers ring its bell, a stop rings it too.
+const IDLE_PARK_MAX: Duration = Duration::from_millis(100);
 /// A producer facing a full ring re-checks this often in `park` mode.
 const FULL_RING_PARK: Duration = Duration::from_micros(50);
 /// The front waiting for the shards' positions (an account with limits) re-checks this often.
@@ -184,9 +185,9 @@ impl Waiter {
         }
     }
 
-    /// One short wait of an idle consumer (at most [`IDLE_PARK`] parked), so it can run its
-    /// timers between waits. `ready` re-checks for work after the bell is armed.
-    fn pause(&self, mut ready: impl FnMut() -> bool) {
+    /// One wait of an idle consumer, parked for `max` at most so that it runs its timers on
+    /// time. `ready` re-checks for work after the bell is armed.
+    fn pause(&self, max: Duration, mut ready: impl FnMut() -> bool) {
         match self.strategy {
             WaitStrategy::Spin => std::hint::spin_loop(),
             WaitStrategy::Yield => thread::yield_now(),
@@ -194,7 +195,7 @@ impl Waiter {
                 self.bell.sleeping.store(true, Ordering::Relaxed);
                 fence(Ordering::SeqCst);
                 if !ready() {
-                    thread::park_timeout(IDLE_PARK);
+                    thread::park_timeout(max);
                 }
                 self.bell.sleeping.store(false, Ordering::Relaxed);
             }
@@ -805,8 +806,9 @@ fn run_merge<O: OutputStage>(
             }
             let (rx, buffer, consumed) =
                 (&mut src.plans, &mut src.plan_buffer, &src.plans_consumed);
+            let max = Duration::from_nanos(out.timers_due_in_ns()).min(IDLE_PARK_MAX);
             src.waiter
-                .pause(|| !drain(rx, buffer, consumed) || !buffer.is_empty());
+                .pause(max, || !drain(rx, buffer, consumed) || !buffer.is_empty());
             continue;
         };
         if matches!(plan, Plan::Lend) {
