@@ -223,7 +223,6 @@ impl<F: FeedOut> Daemon<F> {
             _metrics_server: metrics_server,
             member: Some(member),
             last_timer_ns: 0,
-            all_released: true,
             idle: false,
         })
     }

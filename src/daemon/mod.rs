@@ -94,8 +94,6 @@ pub struct Daemon<F: FeedOut> {
     member: Option<member::Member<F>>,
     /// When the loop last ran the gateway's and admin's timers.
     last_timer_ns: u64,
-    /// The last turn ended with everything sequenced released.
-    all_released: bool,
     /// The last poll returned no event (it timed out): the venue is idle.
     idle: bool,
 }
@@ -216,7 +214,6 @@ impl<F: FeedOut> Daemon<F> {
             _metrics_server: metrics_server,
             member: None,
             last_timer_ns: 0,
-            all_released: true,
             idle: false,
         })
     }
@@ -304,7 +301,6 @@ impl<F: FeedOut> Daemon<F> {
                 streams = self.node.ouch_streams().to_vec();
             }
             let all_released = self.node.end_batch();
-            self.all_released = all_released;
             let last_seq = self.node.last_seq();
             self.node
                 .probe
@@ -395,7 +391,7 @@ impl<F: FeedOut> Daemon<F> {
     /// idle venue wakes ~10 times a second instead of every 5 ms.
     fn park_timeout(&mut self, streams: &[crate::stream::StreamReader]) -> Duration {
         if !self.idle
-            || !self.all_released
+            || self.node.awaiting_release()
             || !self.node.ready_for_input()
             || self.admin.has_timed_work()
         {
