@@ -386,3 +386,85 @@ fn the_old_primary_rejoins_as_a_standby_and_drops_what_the_new_primary_never_had
     );
     assert!(!out_old.contains("X1"));
 }
+
+/// A `replicated` primary with no standby holds every batch until one confirms it, and once
+/// as many batches wait as it tracks (64) it reads no more orders. An operator's command and
+/// a broker's dropped connection still reached it then, each journaled as one more batch past
+/// that bound: the daemon panicked (exit 101), and any broker of an account that cancels on
+/// disconnect could make it. Now the command is refused with the reason, the disconnect waits
+/// until there is room, and both go through once a standby has confirmed what waits.
+#[test]
+fn a_primary_holding_its_batches_refuses_admin_and_defers_a_drop_instead_of_panicking() {
+    let primary_dir = tempfile::tempdir().unwrap();
+    let standby_dir = tempfile::tempdir().unwrap();
+    let group = unique_group();
+    let accounts = "[[accounts]]\nusername = \"DROPPY\"\npassword = \"droppypw\"\nfirm = \"FRMD\"\ncancel_on_disconnect = true\n";
+    let mut primary = Venue::start(
+        primary_dir.path(),
+        &replicated(config_full(
+            primary_dir.path(),
+            accounts,
+            group,
+            "heartbeat_ms = 50",
+        )),
+    );
+    let mut droppy =
+        OuchClient::login(primary.gateway, "DROPPY", "droppypw", "", 1, TIMEOUT).unwrap();
+    droppy.send(&enter("D1", b'S', 100, 200_000)).unwrap();
+    let mut alice = OuchClient::login(primary.gateway, "ALICE", "alicepw", "", 1, TIMEOUT).unwrap();
+    // One order at a time, 10 ms apart: each its own batch, none released.
+    let orders = 100;
+    for n in 0..orders {
+        alice
+            .send(&enter(&format!("H{n}"), b'B', 100, 100_000))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let status = primary.ask_admin(&Request::Status);
+    eprintln!("holding: {status}");
+    assert!(status.contains("held_batches=64"), "{status}");
+    let halt = primary.ask_admin(&Request::Halt("AAPL".into()));
+    assert!(halt.starts_with("error busy:"), "{halt}");
+    // An abrupt end (a reset) of a session whose account cancels on disconnect.
+    let (stream, _) = droppy.into_parts();
+    socket2::SockRef::from(&stream)
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
+    drop(stream);
+    // The gateway reads no held session, so it learns of the reset when its next heartbeat
+    // (every second) fails.
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert!(
+        primary.child.try_wait().unwrap().is_none(),
+        "the primary died while holding its batches"
+    );
+    assert!(primary.ask_admin(&Request::Status).starts_with("ok "));
+    // A standby confirms what waits: everything is released and the venue takes input again.
+    let following = format!(
+        "primary = \"{}\"\nprimary_admin = \"{}\"\nheartbeat_ms = 50",
+        primary.replication, primary.admin
+    );
+    let _standby = Standby::start(
+        standby_dir.path(),
+        &config_full(standby_dir.path(), accounts, group, &following),
+    );
+    let replies = alice.recv_messages(orders + 1, TIMEOUT).unwrap();
+    assert_eq!(replies.len(), orders + 1, "start of day and every Accepted");
+    let deadline = Instant::now() + TIMEOUT;
+    let halt = loop {
+        let answer = primary.ask_admin(&Request::Halt("AAPL".into()));
+        if !answer.starts_with("error busy:") || Instant::now() > deadline {
+            break answer;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(halt, "ok halt AAPL");
+    // DROPPY's order was canceled for the dropped connection (reason Z), once there was room.
+    let mut again =
+        OuchClient::login(primary.gateway, "DROPPY", "droppypw", "", 1, TIMEOUT).unwrap();
+    let replayed = again.recv_messages(3, TIMEOUT).unwrap();
+    let canceled = replayed
+        .iter()
+        .any(|(_, m)| matches!(m, Outbound::Canceled(c) if c.reason == b'Z'));
+    assert!(canceled, "{replayed:?}");
+}

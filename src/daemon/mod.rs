@@ -273,6 +273,10 @@ impl<F: FeedOut> Daemon<F> {
             // While the node takes no input (rings nearly full, or batches waiting for their
             // release) the gateway's reads are deferred: back-pressure on the clients.
             let accepting = self.node.ready_for_input();
+            if accepting && let Some(gateway) = self.gateway.as_mut() {
+                // Disconnects held back while the node had no room go in before any read.
+                gateway.report_lost(&mut self.node);
+            }
             for event in events.iter() {
                 if !accepting
                     && let Some(gateway) = self.gateway.as_mut()
@@ -485,6 +489,10 @@ impl<F: FeedOut> Daemon<F> {
         };
         if let Some(why) = self.member_refusal() {
             return format!("error {why}");
+        }
+        if !self.node.ready_for_input() {
+            // An admin input is one more batch, past the bound the node tracks.
+            return format!("error busy: {}; try again", self.node.holding_reason());
         }
         match self.node.admin(admin) {
             Some(Outcome::Applied) => format!("ok {}", request.line()),

@@ -528,6 +528,19 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
             && self.sequencer.log().accepts_input()
     }
 
+    /// Why [`Node::ready_for_input`] says no, for an operator's answer.
+    pub fn holding_reason(&self) -> &'static str {
+        if self.fatal.is_some() {
+            "the venue is stopping"
+        } else if self.unreleased.len() >= limits::UNRELEASED_BATCHES_MAX {
+            "as many batches as the venue tracks wait for their release (durability `replicated`: a standby's confirmation)"
+        } else if !self.pipeline.room_for_input() {
+            "the rings to the shard threads are nearly full"
+        } else {
+            "the journal takes no input now"
+        }
+    }
+
     /// End of a batch: make it durable (group commit), mark it, and release what the
     /// durability mode allows. Returns whether everything sequenced is released.
     pub fn end_batch(&mut self) -> bool {
@@ -615,13 +628,14 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
     pub fn status(&self) -> String {
         let s = self.pipeline.status();
         format!(
-            "seq={} resting={} order_refs={} matches={} merged_seq={} released_seq={}",
+            "seq={} resting={} order_refs={} matches={} merged_seq={} released_seq={} held_batches={}",
             s.last_seq,
             s.resting,
             s.order_refs,
             s.matches,
             s.merged_seq,
-            self.shared.released_seq.load(Ordering::Acquire)
+            self.shared.released_seq.load(Ordering::Acquire),
+            self.unreleased.len()
         )
     }
 

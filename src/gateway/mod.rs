@@ -768,8 +768,13 @@ impl Gateway {
         next_ns
     }
 
-    /// Hand the lost sessions' accounts to the intake, in the order they were lost.
+    /// Hand the lost sessions' accounts to the intake, in the order they were lost. Each is
+    /// an input: while the intake has no room (batches wait for their release) they wait
+    /// here, at most one per account, and go in first once it has.
     pub fn report_lost<I: Intake>(&mut self, intake: &mut I) {
+        if self.lost.is_empty() || !intake.has_room() {
+            return;
+        }
         for account in self.lost.drain(..) {
             self.lost_flag[account.0 as usize] = false;
             intake.disconnect(account);

@@ -384,6 +384,13 @@ fn take_over<F: FeedOut>(
         silent_ms = silent_for.as_millis() as u64,
         "standby: the primary is gone; taking over"
     );
+    if config.journal.durability == crate::config::DurabilityMode::Replicated {
+        // The rule holds for the new primary too: nothing is released until a standby of its
+        // own confirms it. Say so, or the venue looks alive and answers no order.
+        tracing::warn!(
+            "durability is `replicated`: replies and the feed are held until a standby follows this venue (`bourse standby` with `[replication] primary` = this venue's replication address)"
+        );
+    }
     engine.flush_journal()?;
     engine.open_feed(make_feed)?;
     let mut daemon = Daemon::serve(config, engine, stop)?;
