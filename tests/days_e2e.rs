@@ -6,6 +6,7 @@ mod common;
 use bourse::client::OuchClient;
 use bourse::daemon::admin::Request;
 use bourse::types::OrderRef;
+use bourse::wire::moldudp64::PacketKind;
 use bourse::wire::ouch::{Inbound, Outbound};
 use common::{Standby, TIMEOUT, Venue, config_full, config_text, unique_group};
 use std::path::Path;
@@ -85,6 +86,27 @@ fn order_ref(message: &Outbound) -> OrderRef {
     }
 }
 
+/// The MoldUDP64 packets `venue`'s feed sends within `listen`: (kind, sequence number).
+fn feed_packets_for(venue: &Venue, listen: Duration) -> Vec<(PacketKind, u64)> {
+    use bourse::marketdata::receiver::{FeedReceiver, RecvError};
+    let mut feed = FeedReceiver::join(
+        venue.feed,
+        std::net::Ipv4Addr::LOCALHOST,
+        Duration::from_millis(100),
+    )
+    .unwrap();
+    let deadline = Instant::now() + listen;
+    let mut seen = Vec::new();
+    while Instant::now() < deadline {
+        match feed.recv() {
+            Ok(r) => seen.push((r.packet.kind(), r.packet.header.sequence)),
+            Err(RecvError::Timeout) => {}
+            Err(e) => panic!("feed receive: {e:?}"),
+        }
+    }
+    seen
+}
+
 #[test]
 fn end_of_day_then_a_restart_on_the_same_date_stays_ended() {
     let dir = tempfile::tempdir().unwrap();
@@ -100,6 +122,18 @@ fn end_of_day_then_a_restart_on_the_same_date_stays_ended() {
     assert!(venue.stop().success());
 
     let venue = start(dir.path(), offset);
+    // The restarted feed says the session has ended (MoldUDP64 End of Session, PROTOCOLS.md
+    // 3.1: instead of heartbeats), not that an ended day is live: it used to send heartbeats
+    // until some new input was released. Next is 13: 7 start-of-day messages, B1's `A`, its
+    // `D` at end of day, then `M`, `E`, `C`.
+    let kinds_seen = feed_packets_for(&venue, Duration::from_millis(1_300));
+    assert!(!kinds_seen.is_empty(), "the restarted feed sends nothing");
+    assert!(
+        kinds_seen
+            .iter()
+            .all(|&(kind, seq)| kind == PacketKind::EndOfSession && seq == 13),
+        "packets after the restart (kind, sequence): {kinds_seen:?}"
+    );
     let mut alice = OuchClient::login(venue.gateway, "ALICE", "alicepw", "", 0, TIMEOUT).unwrap();
     assert_eq!(alice.next_seq, 5, "the same day's stream continues");
     alice.send(&enter("B2", b'B', 100, 1_000_000)).unwrap();

@@ -141,6 +141,7 @@ impl<F: FeedOut> Streams<F> {
     pub fn open_feed(&mut self, feed: F) {
         self.itch_fed = self.itch.published();
         self.feed = Some(feed);
+        self.end_feed_if_day_ended();
     }
 
     /// Open the feed after ITCH message `sent` (a cluster's new leader: messages up to `sent`
@@ -153,12 +154,15 @@ impl<F: FeedOut> Streams<F> {
         // No reply waits behind these: sent now, not at the next idle (a start that fails
         // after this would otherwise never send them).
         self.flush_feed(self.now_ns());
+        self.end_feed_if_day_ended();
     }
 
     /// Stop multicasting (a cluster member that stopped leading); released messages are
     /// no longer handed to any feed.
     pub fn close_feed(&mut self) {
         self.feed = None;
+        // A feed opened later (leading again) ends the day on its own.
+        self.feed_ended = false;
     }
 
     /// Multicast a new day's opening messages, released before the feed opened.
@@ -223,23 +227,31 @@ impl<F: FeedOut> Streams<F> {
             return;
         }
         self.feed_released();
-        if self
-            .end_of_messages_at
-            .is_some_and(|at| self.itch.published() >= at)
-        {
-            self.shared.day_ended.store(true, Ordering::Release);
-            if self.feed.is_some() && !self.feed_ended {
-                self.feed_ended = true;
-                let now = self.now_ns();
-                // The day's last messages leave before its End of Session.
-                self.flush_feed(now);
-                if let Some(feed) = self.feed.as_mut() {
-                    feed.end_of_session(now);
-                }
-            }
-        }
+        self.end_feed_if_day_ended();
         if let Some(wake) = self.shared.waker.get() {
             wake();
+        }
+    }
+
+    /// Once the day's last ITCH message is released, the feed says End of Session (and
+    /// only that, never a heartbeat again). Also when the feed opens on a day that ended
+    /// before: a restart, a takeover or a new leader after end of day.
+    fn end_feed_if_day_ended(&mut self) {
+        let ended = self
+            .end_of_messages_at
+            .is_some_and(|at| self.itch.published() >= at);
+        if !ended {
+            return;
+        }
+        self.shared.day_ended.store(true, Ordering::Release);
+        if self.feed.is_some() && !self.feed_ended {
+            self.feed_ended = true;
+            let now = self.now_ns();
+            // The day's last messages leave before its End of Session.
+            self.flush_feed(now);
+            if let Some(feed) = self.feed.as_mut() {
+                feed.end_of_session(now);
+            }
         }
     }
 
