@@ -142,8 +142,29 @@ fn end_of_day_then_a_restart_on_the_same_date_stays_ended() {
         Outbound::Rejected(r) => assert_eq!(r.reason, b'C', "market closed"),
         other => panic!("expected Rejected C, got {other:?}"),
     }
+    // A Replace of the order canceled at the close gets its reject too (DESIGN.md 4), not
+    // outcome 1's silence.
+    alice
+        .send(&Inbound::Replace(bourse::wire::ouch::ReplaceOrder {
+            existing: bourse::types::Alpha::from_str_padded("B1").unwrap(),
+            replacement: bourse::types::Alpha::from_str_padded("B3").unwrap(),
+            shares: bourse::types::Shares(200),
+            price: bourse::types::Price(1_000_000),
+            tif: 99_999,
+            display: b'Y',
+            intermarket_sweep: b'N',
+            min_qty: bourse::types::Shares(0),
+        }))
+        .unwrap();
+    let reply = alice.recv_messages(1, TIMEOUT).unwrap();
+    match &reply[..] {
+        [(_, Outbound::Rejected(r))] => {
+            assert_eq!((r.token.trimmed().as_ref(), r.reason), ("B3", b'C'))
+        }
+        other => panic!("expected Rejected C for B3, got {other:?}"),
+    }
     let status = venue.ask_admin(&Request::Status);
-    assert!(status.contains("seq=4 "), "{status}");
+    assert!(status.contains("seq=5 "), "{status}");
     drop(alice);
     assert!(venue.stop().success());
     let root = dir.path().join("journal");

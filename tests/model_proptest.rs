@@ -1624,6 +1624,46 @@ fn post_only_crossing_a_hidden_order_is_dead() {
     ));
 }
 
+/// DESIGN.md 4: after end of day "Enter and Replace get their rejects (`C` once side, symbol
+/// and halt checks pass)". Every order is gone by then, so PROTOCOLS.md 2.6's outcome 1 (not
+/// live: ignored) would silence every Replace; the rule of the close comes first for a token
+/// that names one of the account's orders. A used replacement token or an unknown existing
+/// one is still ignored.
+#[test]
+fn a_replace_after_end_of_day_is_rejected_not_ignored() {
+    let zz = |side, shares, price| E {
+        symbol: "ZZ",
+        ..e(side, shares, price)
+    };
+    let mut s = Script::new();
+    s.enter(0, "r1", e(b'B', 100, P150))
+        .enter(0, "r2", zz(b'B', 100, 50_000))
+        .command(1, Command::Admin(Admin::Halt(Locate(3))))
+        .command(1, Command::Admin(Admin::EndOfDay));
+    s.check_last();
+    let rejected = |out: &[Output]| -> Vec<(String, u8)> {
+        out.iter()
+            .filter_map(ouch_of)
+            .map(|(_, m)| match m {
+                ouch::Outbound::Rejected(r) => (r.token.trimmed().into_owned(), r.reason),
+                other => panic!("only a Rejected, got {other:?}"),
+            })
+            .collect()
+    };
+    s.replace(0, "r1", "n1", 200, P150, 99_999, b'Y', 0);
+    assert_eq!(rejected(&s.check_last()), [("n1".to_string(), b'C')]);
+    // Halted before the close: H comes first, as for an Enter.
+    s.replace(0, "r2", "n2", 200, 50_000, 99_999, b'Y', 0);
+    assert_eq!(rejected(&s.check_last()), [("n2".to_string(), b'H')]);
+    // The rejected replacement's token is used: a resend is ignored.
+    s.replace(0, "r1", "n1", 200, P150, 99_999, b'Y', 0);
+    assert!(s.check_last().is_empty());
+    // A token this account never used, or another account's order: nothing.
+    s.replace(0, "never", "n3", 200, P150, 99_999, b'Y', 0)
+        .replace(1, "r1", "n4", 200, P150, 99_999, b'Y', 0);
+    assert!(s.check_last().is_empty());
+}
+
 #[test]
 fn expiry_order_and_end_of_day() {
     let mut s = Script::new();
@@ -2783,8 +2823,9 @@ fn block_rejects_enter_and_replace_right_after_c_and_cancels_still_work() {
         .admin(Admin::EndOfDay)
         .enter(1, "late", e(b'B', 100, P150));
     assert_eq!(s.last(), ["a1 J late C"]);
-    s.replace(1, "o", "o2", 10, P150, 99_999, b'Y', 0); // o is gone: outcome 1
-    assert!(s.last().is_empty());
+    // o was canceled at the close, yet the Replace gets its reject (DESIGN.md 4), C before a.
+    s.replace(1, "o", "o2", 10, P150, 99_999, b'Y', 0);
+    assert_eq!(s.last(), ["a1 J o2 C"]);
     s.admin(Admin::Unblock(AccountId(1)));
     assert!(matches!(s.last_outcome(), Outcome::AdminRefused(_)));
 }

@@ -759,9 +759,22 @@ impl Shard {
         else {
             unreachable!("a replace command");
         };
+        let tokens_full = replacement_slot.is_none();
         // Every check before the book changes reads this one book.
         let book = self.book(symbol);
         let Some(old) = self.live_in(book, account, existing_slot, &u.existing) else {
+            if market.closed {
+                // After end of day no order is live, yet DESIGN.md 4 gives a Replace its
+                // reject like an Enter's: `H` on a halted symbol, else `C` (the token names
+                // this account's order or replace on `symbol`: side and symbol are known).
+                let spec = &self.specs[symbol as usize];
+                if let Err(ReplaceFault::Rejected(reason)) =
+                    validate::check_replace(u, spec, market_state(market))
+                {
+                    out.event(&ShardEvent::Rejected { reason });
+                    return !tokens_full;
+                }
+            }
             self.ignored = Some("replace of an order that is not live"); // outcome 1
             return false;
         };
@@ -771,7 +784,6 @@ impl Shard {
             leaves: old.leaves,
             resting: *old.payload,
         };
-        let tokens_full = replacement_slot.is_none();
         let checked =
             validate::check_replace(u, &self.specs[symbol as usize], market_state(market))
                 .and_then(|()| self.replace_within_limits(account, old.leaves, u, risk));

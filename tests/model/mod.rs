@@ -20,7 +20,7 @@ use bourse::types::{
     AccountId, Firm, MatchNumber, OrderRef, Price, Shares, Side, Symbol, Timestamp, Token,
 };
 use bourse::wire::{itch, ouch};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What one input did, in the model's terms (compared loosely with the engine's `Outcome`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -125,6 +125,10 @@ pub struct Model {
     executed_today: Vec<u64>,
     /// Per account: every token used today ("accepted, rejected or replaced").
     used: Vec<BTreeSet<Token>>,
+    /// Per account: the tokens that carry a side and a symbol (an accepted Enter; a Replace's
+    /// replacement, Replaced or Rejected with the original intact) and that symbol: after end
+    /// of day a Replace naming one is rejected like an Enter (DESIGN.md 4).
+    ordered: Vec<BTreeMap<Token, usize>>,
     next_ref: u64,
     next_match: u64,
     next_arrival: u64,
@@ -158,6 +162,7 @@ impl Model {
             blocked: vec![false; venue.accounts.len()],
             executed_today: vec![0; venue.accounts.len()],
             used: vec![BTreeSet::new(); venue.accounts.len()],
+            ordered: vec![BTreeMap::new(); venue.accounts.len()],
             next_ref: 1,
             next_match: 1,
             next_arrival: 1,
@@ -688,6 +693,7 @@ impl Model {
         }
         let (side, s) = (side.unwrap(), symbol.unwrap());
         self.used[a as usize].insert(e.token);
+        self.ordered[a as usize].insert(e.token, s);
         // "Every Accepted, dead or live, consumes an order reference number."
         let order_ref = self.next_ref;
         self.next_ref += 1;
@@ -1053,6 +1059,19 @@ impl Model {
         // Outcome 1: "Existing order no longer live, or replacement token already used →
         // replace silently ignored; the replacement token is not consumed."
         let Some((s, i)) = self.position_of(a, &r.existing) else {
+            // "After end of day ... Enter and Replace get their rejects (C once side, symbol
+            // and halt checks pass)": every order is gone then, so a Replace naming one of the
+            // account's orders (its side and symbol known) is rejected, not ignored.
+            let known = self.ordered[a as usize].get(&r.existing).copied();
+            if self.closed
+                && let Some(s) = known
+                && !self.used[a as usize].contains(&r.replacement)
+            {
+                let reason = if self.symbols[s].halted { b'H' } else { b'C' };
+                self.reject(a, r.replacement, reason, ts, out);
+                self.ordered[a as usize].insert(r.replacement, s);
+                return ModelOutcome::Applied;
+            }
             return ModelOutcome::Ignored;
         };
         if self.used[a as usize].contains(&r.replacement) {
@@ -1061,18 +1080,20 @@ impl Model {
         let sym = &self.symbols[s];
         // Outcome 3: "a halted symbol gives outcome 3 (Rejected H for the replacement token,
         // original intact)"; "the token is consumed".
-        if sym.halted {
-            self.reject(a, r.replacement, b'H', ts, out);
-            return ModelOutcome::Applied;
-        }
-        if self.closed {
-            self.reject(a, r.replacement, b'C', ts, out);
-            return ModelOutcome::Applied;
-        }
-        // "its Enter and Replace are rejected a (checked right after C)": a reject for the
-        // replacement token with the original intact, like the halt's outcome 3.
-        if self.blocked[a as usize] {
-            self.reject(a, r.replacement, b'a', ts, out);
+        let outcome_3 = if sym.halted {
+            Some(b'H')
+        } else if self.closed {
+            Some(b'C')
+        } else if self.blocked[a as usize] {
+            // "its Enter and Replace are rejected a (checked right after C)": a reject for
+            // the replacement token with the original intact, like the halt's outcome 3.
+            Some(b'a')
+        } else {
+            None
+        };
+        if let Some(reason) = outcome_3 {
+            self.reject(a, r.replacement, reason, ts, out);
+            self.ordered[a as usize].insert(r.replacement, s);
             return ModelOutcome::Applied;
         }
         // Outcome 2: "Shares 0 or above 999 999, a bad price, an invalid display or minimum
@@ -1118,6 +1139,7 @@ impl Model {
         }
         // Outcome 4: one Replaced, a new token and a new order reference number.
         self.used[a as usize].insert(r.replacement);
+        self.ordered[a as usize].insert(r.replacement, s);
         let order_ref = self.next_ref;
         self.next_ref += 1;
         // "Replaced reports the exposure before the replacement's own executions (chain total
