@@ -382,6 +382,48 @@ impl LogGate {
     }
 }
 
+/// Log lines for events anyone can cause (a connection closed before login): each event its
+/// line while they are few (up to `burst` at once, one more each `refill_ms`), so an
+/// operator sees every one of a handful; under a flood about one line per `refill_ms`,
+/// counting the events in between.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LineBudget {
+    burst: u32,
+    refill_ms: u64,
+    lines_left: u32,
+    last_refill_ns: u64,
+    suppressed: u64,
+}
+
+impl LineBudget {
+    pub const fn new(burst: u32, refill_ms: u64) -> LineBudget {
+        LineBudget {
+            burst,
+            refill_ms,
+            lines_left: burst,
+            last_refill_ns: 0,
+            suppressed: 0,
+        }
+    }
+
+    /// Call once per event. `Some(n)`: log now, mentioning `n` earlier events not logged.
+    pub fn pass(&mut self, now_ns: u64) -> Option<u64> {
+        let step_ns = self.refill_ms.saturating_mul(NS_PER_MS).max(1);
+        let earned = now_ns.saturating_sub(self.last_refill_ns) / step_ns;
+        if earned > 0 {
+            let lines = u64::from(self.lines_left).saturating_add(earned);
+            self.lines_left = lines.min(u64::from(self.burst)) as u32;
+            self.last_refill_ns = now_ns;
+        }
+        if self.lines_left == 0 {
+            self.suppressed += 1;
+            return None;
+        }
+        self.lines_left -= 1;
+        Some(std::mem::take(&mut self.suppressed))
+    }
+}
+
 /// A pre-login connection that may be closed to make room: (its index, source, opened_ns).
 pub type Candidate = (usize, IpAddr, u64);
 
@@ -635,6 +677,22 @@ mod tests {
         assert_eq!(g.suppressed(), 500);
         assert_eq!(g.pass(10 * S, 10_000), Some(500));
         assert_eq!(g.pass(11 * S, 10_000), None);
+    }
+
+    #[test]
+    fn line_budget_logs_a_few_events_each_and_a_flood_once_a_second() {
+        let mut b = LineBudget::new(3, 1_000);
+        assert_eq!([b.pass(0), b.pass(1), b.pass(2)], [Some(0); 3]);
+        for i in 1..=1_000 {
+            assert_eq!(b.pass(i * MS / 2), None);
+        }
+        // One line a second under the flood, with the count of what it did not log.
+        assert_eq!(b.pass(S), Some(1_000));
+        assert_eq!(b.pass(S + MS), None);
+        // Quiet for a while: the burst is back, no more.
+        assert_eq!(b.pass(100 * S), Some(1));
+        assert_eq!([b.pass(100 * S), b.pass(100 * S)], [Some(0); 2]);
+        assert_eq!(b.pass(100 * S), None);
     }
 
     #[test]

@@ -554,3 +554,56 @@ fn rerequest_flood_is_not_an_amplifier() {
     );
     assert!(requests > 10_000, "the flood was a flood: {requests}");
 }
+
+/// DESIGN.md 7: "Bad bytes from a client close that client's session with a log line" —
+/// DESIGN.md 6 counts data before login and a login of the wrong length among them. Those
+/// closed the connection with a line only at the debug level. Now each gets an info line (a
+/// flood about one a second, counting the rest: anyone can open connections).
+#[test]
+fn bad_bytes_before_login_close_the_connection_with_a_log_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bourse.toml");
+    std::fs::write(&config, config_text(dir.path(), "")).unwrap();
+    let log_path = dir.path().join("stderr.log");
+    let mut child = std::process::Command::new(common::bourse_binary())
+        .args(["run", "--config"])
+        .arg(&config)
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let venue = Venue::from_listening(child, &line, config, dir.path().join("journal"));
+    // A login packet two bytes short, a zero length, an unknown packet type, data before login.
+    let attacks: [&[u8]; 4] = [
+        &[
+            0, 45, b'L', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        ],
+        &[0, 0],
+        &[0, 1, b'?'],
+        &[0, 3, b'U', b'O', b'X'],
+    ];
+    for bytes in attacks {
+        let mut s = TcpStream::connect(venue.gateway).unwrap();
+        s.write_all(bytes).unwrap();
+        s.set_read_timeout(Some(TIMEOUT)).unwrap();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+    }
+    assert!(venue.stop().success());
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("gateway connection closed before login"))
+        .collect();
+    eprintln!("{}", lines.join("\n"));
+    assert_eq!(lines.len(), 4, "one line per bad connection:\n{log}");
+    assert!(lines.iter().all(|l| l.contains("INFO")), "{lines:?}");
+}

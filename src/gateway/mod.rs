@@ -27,7 +27,9 @@ mod login;
 pub use login::{Admitted, decide};
 
 use crate::config::{AccountConfig, GatewayConfig};
-use crate::guard::{BackoffRules, FailureRecord, LogGate, Phase, SourceTable, eviction_victim};
+use crate::guard::{
+    BackoffRules, FailureRecord, LineBudget, LogGate, Phase, SourceTable, eviction_victim,
+};
 use crate::stream::StreamReader;
 use crate::types::AccountId;
 use crate::wire::ascii::SessionId;
@@ -55,6 +57,10 @@ const PUMP_ROUNDS_MAX: u32 = 4;
 const SOURCES_MAX: usize = 1024;
 /// At most one log line per source (or per kind of refusal) per this many ms.
 const LOG_INTERVAL_MS: u64 = 10_000;
+/// Lines about connections closed before login: each of a burst of this many, then one a
+/// refill interval (the rest counted on the next line).
+const CLOSED_BEFORE_LOGIN_LINES_BURST: u32 = 32;
+const CLOSED_BEFORE_LOGIN_LINE_REFILL_MS: u64 = 1_000;
 /// How often quiet source records are forgotten.
 const SOURCE_SWEEP_INTERVAL_NS: u64 = 1_000_000_000;
 
@@ -101,6 +107,9 @@ pub struct Gateway {
     candidates: Vec<crate::guard::Candidate>,
     /// Connections refused outright (every slot logged in).
     refused_log: LogGate,
+    /// Connections closed before login (bad bytes, a refused login, a timeout): DESIGN.md 7
+    /// wants a line for bad bytes; anyone can cause these, so a flood gets about one a second.
+    closed_before_login_log: LineBudget,
     last_sweep_ns: u64,
     /// Connection index of each account's logged-in session.
     live: Vec<Option<usize>>,
@@ -154,6 +163,10 @@ impl Gateway {
             accept_again: false,
             candidates: Vec::with_capacity(max),
             refused_log: LogGate::default(),
+            closed_before_login_log: LineBudget::new(
+                CLOSED_BEFORE_LOGIN_LINES_BURST,
+                CLOSED_BEFORE_LOGIN_LINE_REFILL_MS,
+            ),
             last_sweep_ns: 0,
             live: vec![None; accounts.len()],
             lost: Vec::with_capacity(accounts.len()),
@@ -330,6 +343,7 @@ impl Gateway {
             conn,
             Some("evicted for a newer connection".into()),
             registry,
+            now_ns,
         );
     }
 
@@ -443,7 +457,7 @@ impl Gateway {
         if let Err(e) = conn.flush(now_ns) {
             reason.get_or_insert(format!("write failed: {e}"));
         }
-        self.settle(index, conn, reason, registry);
+        self.settle(index, conn, reason, registry, now_ns);
     }
 
     /// Put a connection back, or close it (with a log line) if it is done.
@@ -453,6 +467,7 @@ impl Gateway {
         mut conn: Connection,
         reason: Option<String>,
         registry: &Registry,
+        now_ns: u64,
     ) {
         let done = reason.is_some() || (conn.closing && conn.pending_bytes() == 0);
         if !done {
@@ -468,9 +483,10 @@ impl Gateway {
                 self.lost.push(account);
             }
             tracing::info!(peer = %conn.peer, account = session.account.0, "gateway session closed: {why}");
+        } else if let Some(unlogged) = self.closed_before_login_log.pass(now_ns) {
+            tracing::info!(peer = %conn.peer, closed_before_login_not_logged = unlogged, "gateway connection closed before login: {why}");
         } else {
-            // Per source, not per connection: a flood must not flood the log (see `report`).
-            tracing::debug!(peer = %conn.peer, "gateway connection closed: {why}");
+            tracing::debug!(peer = %conn.peer, "gateway connection closed before login: {why}");
         }
         let _ = registry.deregister(&mut conn.stream);
         self.buffers.push(conn.take_buffers());
@@ -657,7 +673,7 @@ impl Gateway {
                 }
             }
             reason = reason.or_else(|| self.check_lag(&conn, stream));
-            self.settle(index, conn, reason, registry);
+            self.settle(index, conn, reason, registry, now_ns);
         }
     }
 
@@ -684,7 +700,7 @@ impl Gateway {
                 continue;
             };
             let reason = self.timer_check(&mut conn, now_ns);
-            self.settle(index, conn, reason, registry);
+            self.settle(index, conn, reason, registry, now_ns);
         }
     }
 
@@ -798,7 +814,7 @@ impl Gateway {
                 _ => {}
             }
             let _ = conn.flush(now_ns);
-            self.settle(index, conn, Some("shutdown".into()), registry);
+            self.settle(index, conn, Some("shutdown".into()), registry, now_ns);
         }
     }
 }
