@@ -557,8 +557,9 @@ fn rerequest_flood_is_not_an_amplifier() {
 
 /// DESIGN.md 7: "Bad bytes from a client close that client's session with a log line" —
 /// DESIGN.md 6 counts data before login and a login of the wrong length among them. Those
-/// closed the connection with a line only at the debug level. Now each gets an info line (a
-/// flood about one a second, counting the rest: anyone can open connections).
+/// closed the connection with a line only at the debug level, on the gateway and on GLIMPSE.
+/// Now each gets an info line (a flood about one a second, counting the rest: anyone can
+/// open connections).
 #[test]
 fn bad_bytes_before_login_close_the_connection_with_a_log_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -590,12 +591,14 @@ fn bad_bytes_before_login_close_the_connection_with_a_log_line() {
         &[0, 1, b'?'],
         &[0, 3, b'U', b'O', b'X'],
     ];
-    for bytes in attacks {
-        let mut s = TcpStream::connect(venue.gateway).unwrap();
-        s.write_all(bytes).unwrap();
-        s.set_read_timeout(Some(TIMEOUT)).unwrap();
-        let mut rest = Vec::new();
-        let _ = s.read_to_end(&mut rest);
+    for port in [venue.gateway, venue.snapshot] {
+        for bytes in attacks {
+            let mut s = TcpStream::connect(port).unwrap();
+            s.write_all(bytes).unwrap();
+            s.set_read_timeout(Some(TIMEOUT)).unwrap();
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest);
+        }
     }
     assert!(venue.stop().success());
     let log = std::fs::read_to_string(&log_path).unwrap();
@@ -606,4 +609,10 @@ fn bad_bytes_before_login_close_the_connection_with_a_log_line() {
     eprintln!("{}", lines.join("\n"));
     assert_eq!(lines.len(), 4, "one line per bad connection:\n{log}");
     assert!(lines.iter().all(|l| l.contains("INFO")), "{lines:?}");
+    // GLIMPSE (a SoupBinTCP server too) likewise.
+    let glimpse: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("INFO") && l.contains("GLIMPSE connection closed"))
+        .collect();
+    assert_eq!(glimpse.len(), 4, "one line per bad connection:\n{log}");
 }

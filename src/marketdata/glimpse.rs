@@ -37,7 +37,9 @@
 use super::ServerHandle;
 use crate::config::Config;
 use crate::exchange::Exchange;
-use crate::guard::{BackoffRules, FailureRecord, LogGate, Phase, SourceTable, eviction_victim};
+use crate::guard::{
+    BackoffRules, FailureRecord, LineBudget, LogGate, Phase, SourceTable, eviction_victim,
+};
 use crate::types::Timestamp;
 use crate::wire::ascii::SessionId;
 use crate::wire::glimpse::{END_OF_SNAPSHOT_LEN, EndOfSnapshot};
@@ -63,6 +65,10 @@ const SOURCES_MAX: usize = 1024;
 const EVICTED_WAIT: Duration = Duration::from_millis(1);
 /// At most one log line per kind of refusal (or per source) per this many ms.
 const LOG_INTERVAL_MS: u64 = 10_000;
+/// Lines about connections closed on an error: each of a burst of this many, then one a
+/// refill interval (the rest counted on the next line).
+const CLOSED_LINES_BURST: u32 = 32;
+const CLOSED_LINE_REFILL_MS: u64 = 1_000;
 
 pub use crate::wake::Waker;
 
@@ -342,6 +348,9 @@ struct Slots {
     evicted_running: usize,
     failures: SourceTable<FailureRecord>,
     refused_log: LogGate,
+    /// Connections closed on an error (bad bytes, a refused login, a failed write): a line
+    /// each while they are few (DESIGN.md 7), about one a second under a flood.
+    closed_log: LineBudget,
     evicted_log: LogGate,
 }
 
@@ -374,6 +383,7 @@ impl GlimpseServer {
             evicted_running: 0,
             failures: SourceTable::with_capacity(SOURCES_MAX),
             refused_log: LogGate::default(),
+            closed_log: LineBudget::new(CLOSED_LINES_BURST, CLOSED_LINE_REFILL_MS),
             evicted_log: LogGate::default(),
         };
         let shared = Arc::new(Shared {
@@ -555,7 +565,17 @@ fn admit(
         .name("glimpse-client".into())
         .spawn(move || {
             if let Err(why) = serve_client(stream, peer, &thread_shared, id) {
-                tracing::debug!(%peer, why, "GLIMPSE connection closed");
+                let now_ns = thread_shared.started.elapsed().as_nanos() as u64;
+                let line = match thread_shared.slots.lock() {
+                    Ok(mut slots) => slots.closed_log.pass(now_ns),
+                    Err(_) => None,
+                };
+                match line {
+                    Some(unlogged) => {
+                        tracing::info!(%peer, closed_not_logged = unlogged, "GLIMPSE connection closed: {why}")
+                    }
+                    None => tracing::debug!(%peer, "GLIMPSE connection closed: {why}"),
+                }
             }
             release_slot(&thread_shared, id);
         });
