@@ -582,11 +582,9 @@ fn bad_bytes_before_login_close_the_connection_with_a_log_line() {
     .unwrap();
     let venue = Venue::from_listening(child, &line, config, dir.path().join("journal"));
     // A login packet two bytes short, a zero length, an unknown packet type, data before login.
+    let short_login = [&[0u8, 45, b'L'][..], &[0u8; 44]].concat();
     let attacks: [&[u8]; 4] = [
-        &[
-            0, 45, b'L', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-        ],
+        &short_login,
         &[0, 0],
         &[0, 1, b'?'],
         &[0, 3, b'U', b'O', b'X'],

@@ -490,9 +490,9 @@ impl<F: FeedOut> Daemon<F> {
         if let Some(why) = self.member_refusal() {
             return format!("error {why}");
         }
-        if !self.node.ready_for_input() {
+        if let Some(why) = self.node.holding() {
             // An admin input is one more batch, past the bound the node tracks.
-            return format!("error busy: {}; try again", self.node.holding_reason());
+            return format!("error busy: {why}; try again");
         }
         match self.node.admin(admin) {
             Some(Outcome::Applied) => format!("ok {}", request.line()),

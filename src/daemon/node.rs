@@ -521,23 +521,27 @@ impl<C: Clock, F: FeedOut> Node<C, F> {
     /// are nearly full, nor while as many batches as the output stage can track wait for
     /// their release (`replicated`: the standby's confirmation). When it may not, the caller
     /// ends the batch and reads no more input until it may: back-pressure on the sockets.
+    #[inline]
     pub fn ready_for_input(&self) -> bool {
-        self.fatal.is_none()
-            && self.unreleased.len() < limits::UNRELEASED_BATCHES_MAX
-            && self.pipeline.room_for_input()
-            && self.sequencer.log().accepts_input()
+        self.holding().is_none()
     }
 
-    /// Why [`Node::ready_for_input`] says no, for an operator's answer.
-    pub fn holding_reason(&self) -> &'static str {
+    /// Why the sequencer takes no input now (`None`: it does), for an operator's answer.
+    /// The one statement of the conditions: [`Node::ready_for_input`] (per read) is this.
+    #[inline]
+    pub fn holding(&self) -> Option<&'static str> {
         if self.fatal.is_some() {
-            "the venue is stopping"
+            Some("the venue is stopping")
         } else if self.unreleased.len() >= limits::UNRELEASED_BATCHES_MAX {
-            "as many batches as the venue tracks wait for their release (durability `replicated`: a standby's confirmation)"
+            Some(
+                "as many batches as the venue tracks wait for their release (durability `replicated`: a standby's confirmation)",
+            )
         } else if !self.pipeline.room_for_input() {
-            "the rings to the shard threads are nearly full"
+            Some("the rings to the shard threads are nearly full")
+        } else if !self.sequencer.log().accepts_input() {
+            Some("the journal takes no input now")
         } else {
-            "the journal takes no input now"
+            None
         }
     }
 
