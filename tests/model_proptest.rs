@@ -2602,17 +2602,22 @@ fn stp_decrement_both_sides_and_to_zero() {
 
 #[test]
 fn stp_replacement_is_a_taker_too() {
-    // A replacement "may execute at once": it meets its own orders like an Enter. The feed
-    // takes the "otherwise" path of section 4 (D old, what matching removes, A new).
+    // A replacement "may execute at once": it meets its own orders like an Enter. When its
+    // prevention clears the way and it rests without executing, section 4's rule for ITCH `U`
+    // holds ("the replacement rests without executing"): the cancels of its own orders, then
+    // `U` with the leaves it rests with — after them, so the feed never shows a crossed book.
     let mut s = Script::new();
     s.enter(OLDEST, "s1", e(b'S', 100, P150)) // r1
         .enter(OLDEST, "b1", e(b'B', 100, P150 - 100)) // r2
         .replace(OLDEST, "b1", "b2", 100, P150, 99_999, b'Y', 0); // r3
     assert_eq!(
         s.last(),
-        ["a5 U b2 100 L", "D r2", "a5 C s1 100 Q", "D r1", "A r3 100"]
+        ["a5 U b2 100 L", "a5 C s1 100 Q", "D r1", "U r2 r3 100"]
     );
-    // Decrement is not an execution: a later replace's exposure counts from the chain total.
+    // It rests as r3: a cancel of it deletes r3.
+    s.cancel(OLDEST, "b2", 0);
+    assert_eq!(s.last(), ["a5 C b2 100 U", "D r3"]);
+    // Decrement is not an execution: the replacement rests with what the reductions left.
     let mut s = Script::new();
     s.enter(DECR, "s1", e(b'S', 100, P150)) // r1
         .enter(DECR, "b1", e(b'B', 300, P150 - 100)) // r2
@@ -2621,15 +2626,69 @@ fn stp_replacement_is_a_taker_too() {
         s.last(),
         [
             "a7 U b2 300 L",
-            "D r2",
             "a7 C s1 100 Q",
             "D r1",
             "a7 C b2 100 Q",
-            "A r3 200"
+            "U r2 r3 200"
         ]
     );
+    // A later replace's exposure counts from the chain total (300), not the leaves (200).
     s.replace(DECR, "b2", "b3", 300, P150 - 100, 99_999, b'Y', 0); // r4
     assert_eq!(s.last(), ["a7 U b3 300 L", "U r3 r4 300"]);
+}
+
+#[test]
+fn stp_replacement_that_executes_or_does_not_rest_takes_the_otherwise_path() {
+    // "otherwise ITCH D for the old order if it was displayed, then the executions, then A/F".
+    // Past its own order it meets another account's: it executes.
+    let mut s = Script::new();
+    s.enter(OLDEST, "s1", e(b'S', 100, P150)) // r1
+        .enter(1, "x1", e(b'S', 50, P150)) // r2
+        .enter(OLDEST, "b1", e(b'B', 100, P150 - 100)) // r3
+        .replace(OLDEST, "b1", "b2", 100, P150, 99_999, b'Y', 0); // r4
+    assert_eq!(
+        s.last(),
+        [
+            "a5 U b2 100 L",
+            "D r3",
+            "a5 C s1 100 Q",
+            "D r1",
+            "a5 E b2 50 m1",
+            "a1 E x1 50 m1",
+            "E r2 50 m1",
+            "A r4 50"
+        ]
+    );
+    // Decrement uses it up: nothing rests.
+    let mut s = Script::new();
+    s.enter(DECR, "s1", e(b'S', 300, P150)) // r1
+        .enter(DECR, "b1", e(b'B', 100, P150 - 100)) // r2
+        .replace(DECR, "b1", "b2", 100, P150, 99_999, b'Y', 0); // r3
+    assert_eq!(
+        s.last(),
+        [
+            "a7 U b2 100 L",
+            "D r2",
+            "a7 C s1 100 Q",
+            "X r1 100",
+            "a7 C b2 100 Q"
+        ]
+    );
+    // Cancel-newest stops it at its own order: nothing rests.
+    let mut s = Script::new();
+    s.enter(NEWEST, "s1", e(b'S', 100, P150)) // r1
+        .enter(NEWEST, "b1", e(b'B', 100, P150 - 100)) // r2
+        .replace(NEWEST, "b1", "b2", 100, P150, 99_999, b'Y', 0); // r3
+    assert_eq!(s.last(), ["a4 U b2 100 L", "D r2", "a4 C b2 100 Q"]);
+    // Rests without executing, but its attribution changes (Y to A): D and an attributed add.
+    let mut s = Script::new();
+    s.enter(OLDEST, "s1", e(b'S', 100, P150)) // r1
+        .enter(OLDEST, "b1", e(b'B', 100, P150 - 100)) // r2
+        .replace(OLDEST, "b1", "b2", 100, P150, 99_999, b'A', 0); // r3
+    assert_eq!(
+        s.last(),
+        ["a5 U b2 100 L", "D r2", "a5 C s1 100 Q", "D r1", "F r3 100"]
+    );
 }
 
 #[test]

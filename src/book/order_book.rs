@@ -471,12 +471,22 @@ impl<T: Copy + Default> OrderBook<T> {
     /// Every resting order of `side` in priority order: best price first; within a price,
     /// displayed orders then hidden ones, oldest first. Bounded by the order count.
     pub fn for_each_order<F: FnMut(OrderView<'_, T>)>(&self, side: Side, mut f: F) {
+        self.for_each_order_while(side, |o| {
+            f(o);
+            true
+        });
+    }
+
+    /// [`Self::for_each_order`] until `f` answers false (a walk that stops once it knows).
+    pub fn for_each_order_while<F: FnMut(OrderView<'_, T>) -> bool>(&self, side: Side, mut f: F) {
         for rung in self.sides[side_index(side)].best_first() {
             let level = self.levels.get(rung.level);
             for queue in [DISPLAYED, HIDDEN] {
                 let mut index = level.heads[queue];
                 while index != NIL {
-                    f(self.get(OrderHandle(index)));
+                    if !f(self.get(OrderHandle(index))) {
+                        return;
+                    }
                     index = self.pool.get(index).next;
                 }
             }

@@ -30,6 +30,9 @@ struct Taker {
     order_ref: u64,
     price: Price,
     display: u8,
+    /// A replacement published as ITCH `U` once it rests: the old order's reference (0 when
+    /// none; numbering starts at 1).
+    replaces: u64,
 }
 
 impl Taker {
@@ -39,6 +42,7 @@ impl Taker {
         order_ref: 0,
         price: Price(0),
         display: b'N',
+        replaces: 0,
     };
 }
 
@@ -340,6 +344,7 @@ impl Merge {
                 price,
                 maker_hidden,
             } => {
+                debug_assert_eq!(taker.replaces, 0, "a replacement published as U executed");
                 let match_number = MatchNumber(self.next_match);
                 self.next_match += 1;
                 let executed = |token, flag| ouch::Executed {
@@ -389,7 +394,15 @@ impl Merge {
             }
             ShardEvent::Rested { slot, side, shares } => {
                 self.refs[symbol as usize][slot as usize] = taker.order_ref;
-                if taker.display != b'N' {
+                if taker.replaces != 0 {
+                    let body = itch::Body::OrderReplace {
+                        old_ref: OrderRef(taker.replaces),
+                        new_ref: OrderRef(taker.order_ref),
+                        shares: Shares(shares),
+                        price: taker.price,
+                    };
+                    sink.itch(&itch_message(symbol, ts, body));
+                } else if taker.display != b'N' {
                     let attributed = (taker.display == b'A').then_some(taker.account);
                     let add = self.add_order(
                         symbol,
@@ -456,6 +469,7 @@ impl Merge {
             order_ref,
             price: o.price,
             display: o.display,
+            replaces: 0,
         }
     }
 
@@ -508,6 +522,7 @@ impl Merge {
         };
         sink.ouch(account, &ouch::Outbound::Replaced(replaced));
         let old_ref = OrderRef(self.refs[symbol as usize][old_slot as usize]);
+        let mut replaces = 0;
         match feed {
             ReplaceFeed::Replace { new_slot } => {
                 let body = itch::Body::OrderReplace {
@@ -519,6 +534,8 @@ impl Merge {
                 sink.itch(&itch_message(symbol, ts, body));
                 self.refs[symbol as usize][new_slot as usize] = order_ref;
             }
+            // Read now: the old order's slot is free and may be the one it rests in.
+            ReplaceFeed::AfterPrevention => replaces = old_ref.0,
             ReplaceFeed::DeleteOld => {
                 let body = itch::Body::OrderDelete { order_ref: old_ref };
                 sink.itch(&itch_message(symbol, ts, body));
@@ -531,6 +548,7 @@ impl Merge {
             order_ref,
             price: u.price,
             display: u.display,
+            replaces,
         }
     }
 

@@ -215,6 +215,10 @@ pub struct Verdict {
 pub enum ReplaceFeed {
     /// ITCH `U`: the replacement rests quietly in `new_slot`.
     Replace { new_slot: u32 },
+    /// ITCH `U` once the replacement rests, after self-trade prevention has removed or
+    /// reduced the own orders it crossed (it executes nothing: see
+    /// [`super::validate::rests_after_preventing_only`]).
+    AfterPrevention,
     /// ITCH `D` for the displayed old order, then executions and any `A`/`F`.
     DeleteOld,
     /// The old order was hidden: nothing for it.

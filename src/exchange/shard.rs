@@ -127,6 +127,17 @@ enum Matched {
     Canceled,
 }
 
+/// Whether a successful replace is published as ITCH `U` (DESIGN.md 4), and when.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum ItchReplace {
+    /// `D` for a displayed old order, then executions and any `A`/`F`.
+    No,
+    /// `U` at once: the replacement crosses nothing and takes the old order's place.
+    InPlace,
+    /// `U` once it rests, after the cancels of the own orders it crossed.
+    AfterPrevention,
+}
+
 impl Shard {
     /// A shard of a fresh day: the live index's entries of each account's first tokens are
     /// resident (`Self::make_live_resident`).
@@ -823,7 +834,8 @@ impl Shard {
             out.event(&ShardEvent::Rejected { reason: why::OTHER });
             return !tokens_full;
         }
-        let quiet = Self::publish_as_itch_replace(book, &old.resting, &entry, dead);
+        let stp = self.stp[account.0 as usize];
+        let quiet = Self::publish_as_itch_replace(book, &old.resting, &entry, dead, stp);
         let Some(slot) = replacement_slot else {
             out.event(&ShardEvent::Rejected { reason: why::OTHER });
             return false;
@@ -851,14 +863,15 @@ impl Shard {
     }
 
     /// Outcome 4: take the old order off the book and enter the replacement (`entry`, its
-    /// exposure as shares) with new priority; `quiet`: it is published as an ITCH `U`.
+    /// exposure as shares) with new priority; `quiet`: whether and when it is published as
+    /// an ITCH `U`.
     fn enter_replacement<O: ShardOut>(
         &mut self,
         ts: Timestamp,
         entry: &Entry,
         old: &OldOrder,
         dead: bool,
-        quiet: bool,
+        quiet: ItchReplace,
         out: &mut O,
     ) {
         debug_assert_eq!(dead, Self::dead_on_arrival(self.book(entry.symbol), entry));
@@ -871,7 +884,7 @@ impl Shard {
             dead,
             feed,
         };
-        if quiet {
+        if quiet == ItchReplace::InPlace {
             self.left(entry.account.0, old.leaves, true);
             let handle = self.rest(ts, entry, entry.shares, Some(old.handle));
             out.event(&replaced(ReplaceFeed::Replace { new_slot: handle.0 }));
@@ -879,7 +892,9 @@ impl Shard {
         }
         self.book_mut(entry.symbol).remove(old.handle);
         self.left(entry.account.0, old.leaves, true);
-        let feed = if old.resting.displayed() {
+        let feed = if quiet == ItchReplace::AfterPrevention {
+            ReplaceFeed::AfterPrevention
+        } else if old.resting.displayed() {
             ReplaceFeed::DeleteOld
         } else {
             ReplaceFeed::Nothing
@@ -891,21 +906,35 @@ impl Shard {
     }
 
     /// ITCH `U` only when old and new are displayed with the same attribution and the
-    /// replacement rests without executing (DESIGN.md 4).
+    /// replacement rests without executing (DESIGN.md 4): in place when it crosses nothing;
+    /// after the cancels when it crosses only its own account's orders and their self-trade
+    /// prevention (`stp`) leaves it shares to rest.
     #[inline]
     fn publish_as_itch_replace(
         book: &OrderBook<Resting>,
         old: &Resting,
         new: &Entry,
         dead: bool,
-    ) -> bool {
+        stp: Stp,
+    ) -> ItchReplace {
         let attributed = |d: u8| d == b'A';
-        !dead
+        let shown_alike = !dead
             && old.displayed()
             && new.resting.displayed()
             && attributed(old.display) == attributed(new.resting.display)
-            && new.tif != validate::TIF_IOC
-            && !book.crosses(new.side, new.price)
+            && new.tif != validate::TIF_IOC;
+        if !shown_alike {
+            return ItchReplace::No;
+        }
+        if !book.crosses(new.side, new.price) {
+            return ItchReplace::InPlace;
+        }
+        let own = |r: &Resting| r.account == new.account.0;
+        if validate::rests_after_preventing_only(book, &Self::arrival(new), stp, own) {
+            ItchReplace::AfterPrevention
+        } else {
+            ItchReplace::No
+        }
     }
 
     // ---- sweeps and snapshots ----------------------------------------------------------

@@ -269,20 +269,16 @@ fn would_rest<T: Copy + Default>(
         return book.executable_shares(a.side, a.price, want) < want;
     }
     let (mut others, mut own_crossing) = (0u64, false);
-    book.for_each_order(a.side.opposite(), |o| {
-        let crosses = a.price.is_market()
-            || match a.side {
-                Side::Buy => o.price <= a.price,
-                Side::Sell => o.price >= a.price,
-            };
-        if !crosses {
-            return;
+    book.for_each_order_while(a.side.opposite(), |o| {
+        if !reaches(a, o.price) {
+            return false; // priority order: no later order crosses either
         }
         if own(o.payload) {
             own_crossing = true;
         } else {
             others += u64::from(o.leaves);
         }
+        true
     });
     match stp {
         Stp::CancelOldest => others < want,
@@ -290,4 +286,47 @@ fn would_rest<T: Copy + Default>(
         // order and stops: nothing rests either way.
         _ => !own_crossing && others < want,
     }
+}
+
+/// Would the taker `a` reach a resting order at `price` (a market order reaches any)?
+#[inline]
+fn reaches(a: &Arrival, price: Price) -> bool {
+    a.price.is_market()
+        || match a.side {
+            Side::Buy => price <= a.price,
+            Side::Sell => price >= a.price,
+        }
+}
+
+/// Does a live taker that crosses the book rest without executing anything? Only when every
+/// resting order it reaches belongs to its own account and its self-trade prevention takes
+/// them away without stopping it (DESIGN.md 4a): `cancel-oldest` removes each; `decrement`
+/// takes the smaller leaves off both, and shares must remain. A replacement that does so
+/// "rests without executing" and is published as ITCH `U` (DESIGN.md 4). Asked only when a
+/// displayed replacement crosses the book, so the walk is off the hot path.
+#[cold]
+pub(crate) fn rests_after_preventing_only<T: Copy + Default>(
+    book: &crate::book::OrderBook<T>,
+    a: &Arrival,
+    stp: Stp,
+    own: impl Fn(&T) -> bool,
+) -> bool {
+    if a.tif == TIF_IOC || !matches!(stp, Stp::CancelOldest | Stp::Decrement) {
+        return false;
+    }
+    let (mut left, mut executes) = (a.shares, false);
+    book.for_each_order_while(a.side.opposite(), |o| {
+        if !reaches(a, o.price) {
+            return false;
+        }
+        if !own(o.payload) {
+            executes = true;
+            return false;
+        }
+        if stp == Stp::Decrement {
+            left -= left.min(o.leaves);
+        }
+        left > 0
+    });
+    !executes && left > 0
 }

@@ -1191,15 +1191,34 @@ impl Model {
             }),
         );
         // "ITCH U (old ref → new ref, leaves, price) when old and new are both displayed with
-        // the same attribution (Y/P vs A) and the replacement rests without executing"
-        let rests_without_executing =
-            !dead && n.tif != 0 && self.executable(s, n.side, n.price) == 0;
-        if rests_without_executing
-            && old.displayed()
+        // the same attribution (Y/P vs A) and the replacement rests without executing;
+        // otherwise ITCH D for the old order if it was displayed, then the executions, then
+        // A/F for a displayed resting remainder". Whether it executes and rests is known once
+        // it has matched (self-trade prevention may clear its way without a trade), so its
+        // outputs are gathered first and the feed decided from what happened.
+        let shown_alike = old.displayed()
             && displayed(n.display)
-            && attribution_class(old.display) == attribution_class(n.display)
-        {
-            self.rest(&n, ts);
+            && attribution_class(old.display) == attribution_class(n.display);
+        let mut after = Vec::new();
+        let match_before = self.next_match;
+        if !dead {
+            self.match_and_rest(n, ts, &mut after);
+        }
+        let executed = self.next_match != match_before;
+        let rested = self.position_of(a, &r.replacement).is_some();
+        if shown_alike && rested && !executed {
+            // Its own A/F comes last (a resting order's add ends its matching): it becomes
+            // the U, with the leaves it rests with.
+            let Some(Output::Itch(add)) = after.pop() else {
+                panic!("a displayed replacement that rests ends with its add");
+            };
+            let shares = match add.body {
+                itch::Body::AddOrder { shares, .. } | itch::Body::AddOrderMpid { shares, .. } => {
+                    shares
+                }
+                other => panic!("a displayed replacement that rests ends with {other:?}"),
+            };
+            out.extend(after);
             self.itch(
                 out,
                 Self::locate(s),
@@ -1207,14 +1226,12 @@ impl Model {
                 itch::Body::OrderReplace {
                     old_ref: OrderRef(old.order_ref),
                     new_ref: OrderRef(order_ref),
-                    shares: Shares(exposure),
+                    shares,
                     price: r.price,
                 },
             );
             return ModelOutcome::Applied;
         }
-        // "otherwise ITCH D for the old order if it was displayed, then the executions, then
-        // A/F for a displayed resting remainder"
         if old.displayed() {
             self.itch(
                 out,
@@ -1225,9 +1242,7 @@ impl Model {
                 },
             );
         }
-        if !dead {
-            self.match_and_rest(n, ts, out);
-        }
+        out.extend(after);
         ModelOutcome::Applied
     }
 
