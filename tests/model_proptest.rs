@@ -2757,16 +2757,23 @@ fn stp_decrement_both_sides_and_to_zero() {
     );
 }
 
+/// `account`'s own ask s1 (`ask` shares at P150, r1) and bid b1 (`shares` one tick under,
+/// r2), then b1 replaced by b2 at P150 with `display` (r3): through its own ask.
+fn replaced_through_own_ask(account: u16, ask: u32, shares: u32, display: u8) -> Script {
+    let mut s = Script::new();
+    s.enter(account, "s1", e(b'S', ask, P150))
+        .enter(account, "b1", e(b'B', shares, P150 - 100))
+        .replace(account, "b1", "b2", shares, P150, 99_999, display, 0);
+    s
+}
+
 #[test]
 fn stp_replacement_is_a_taker_too() {
     // A replacement "may execute at once": it meets its own orders like an Enter. When its
     // prevention clears the way and it rests without executing, section 4's rule for ITCH `U`
     // holds ("the replacement rests without executing"): the cancels of its own orders, then
     // `U` with the leaves it rests with — after them, so the feed never shows a crossed book.
-    let mut s = Script::new();
-    s.enter(OLDEST, "s1", e(b'S', 100, P150)) // r1
-        .enter(OLDEST, "b1", e(b'B', 100, P150 - 100)) // r2
-        .replace(OLDEST, "b1", "b2", 100, P150, 99_999, b'Y', 0); // r3
+    let mut s = replaced_through_own_ask(OLDEST, 100, 100, b'Y');
     assert_eq!(
         s.last(),
         ["a5 U b2 100 L", "a5 C s1 100 Q", "D r1", "U r2 r3 100"]
@@ -2774,11 +2781,8 @@ fn stp_replacement_is_a_taker_too() {
     // It rests as r3: a cancel of it deletes r3.
     s.cancel(OLDEST, "b2", 0);
     assert_eq!(s.last(), ["a5 C b2 100 U", "D r3"]);
-    // Decrement is not an execution: the replacement rests with what the reductions left.
-    let mut s = Script::new();
-    s.enter(DECR, "s1", e(b'S', 100, P150)) // r1
-        .enter(DECR, "b1", e(b'B', 300, P150 - 100)) // r2
-        .replace(DECR, "b1", "b2", 300, P150, 99_999, b'Y', 0); // r3
+    // Decrement is not an execution: the replacement rests with what the reduction left.
+    let mut s = replaced_through_own_ask(DECR, 100, 300, b'Y');
     assert_eq!(
         s.last(),
         [
@@ -2817,12 +2821,8 @@ fn stp_replacement_that_executes_or_does_not_rest_takes_the_otherwise_path() {
         ]
     );
     // Decrement uses it up: nothing rests.
-    let mut s = Script::new();
-    s.enter(DECR, "s1", e(b'S', 300, P150)) // r1
-        .enter(DECR, "b1", e(b'B', 100, P150 - 100)) // r2
-        .replace(DECR, "b1", "b2", 100, P150, 99_999, b'Y', 0); // r3
     assert_eq!(
-        s.last(),
+        replaced_through_own_ask(DECR, 300, 100, b'Y').last(),
         [
             "a7 U b2 100 L",
             "D r2",
@@ -2832,18 +2832,13 @@ fn stp_replacement_that_executes_or_does_not_rest_takes_the_otherwise_path() {
         ]
     );
     // Cancel-newest stops it at its own order: nothing rests.
-    let mut s = Script::new();
-    s.enter(NEWEST, "s1", e(b'S', 100, P150)) // r1
-        .enter(NEWEST, "b1", e(b'B', 100, P150 - 100)) // r2
-        .replace(NEWEST, "b1", "b2", 100, P150, 99_999, b'Y', 0); // r3
-    assert_eq!(s.last(), ["a4 U b2 100 L", "D r2", "a4 C b2 100 Q"]);
-    // Rests without executing, but its attribution changes (Y to A): D and an attributed add.
-    let mut s = Script::new();
-    s.enter(OLDEST, "s1", e(b'S', 100, P150)) // r1
-        .enter(OLDEST, "b1", e(b'B', 100, P150 - 100)) // r2
-        .replace(OLDEST, "b1", "b2", 100, P150, 99_999, b'A', 0); // r3
     assert_eq!(
-        s.last(),
+        replaced_through_own_ask(NEWEST, 100, 100, b'Y').last(),
+        ["a4 U b2 100 L", "D r2", "a4 C b2 100 Q"]
+    );
+    // Rests without executing, but its attribution changes (Y to A): D and an attributed add.
+    assert_eq!(
+        replaced_through_own_ask(OLDEST, 100, 100, b'A').last(),
         ["a5 U b2 100 L", "D r2", "a5 C s1 100 Q", "D r1", "F r3 100"]
     );
 }
