@@ -389,9 +389,11 @@ impl Config {
         }
         self.check_cluster_shape()?;
         for (i, a) in self.accounts.iter().enumerate() {
-            if a.password.len() > 10 || !a.password.is_ascii() {
+            // Space-padded on the wire, like the username.
+            if a.password.len() > 10 || !a.password.bytes().all(|b| b.is_ascii_graphic()) {
                 return Err(format!(
-                    "account {:?}: password must be at most 10 ASCII characters",
+                    "account {:?}: password must be at most 10 printable ASCII characters, \
+                     no spaces",
                     a.username
                 ));
             }
@@ -643,6 +645,40 @@ mod tests {
         let zero = text.replace("tokens_per_account = 4000000000", "tokens_per_account = 0");
         let error = Config::parse(&zero, "t").unwrap_err().to_string();
         assert!(error.contains("limit"), "{error}");
+    }
+
+    /// Values that parse but could only be typos are refused with the field named: a zero
+    /// round lot, share or notional limit; a space inside a space-padded wire field.
+    #[test]
+    fn nonsense_symbol_and_account_values_are_refused() {
+        let base = "[[accounts]]\nusername = \"AB\"\npassword = \"p\"\nfirm = \"F\"\n\
+                    [[symbols]]\nsymbol = \"X\"\ntick = 1\n";
+        Config::parse(base, "t").expect("the base is valid");
+        for (from, to, says) in [
+            ("tick = 1", "tick = 1\nround_lot = 0", "round_lot"),
+            (
+                "tick = 1",
+                "tick = 1\nmax_order_shares = 0",
+                "max_order_shares",
+            ),
+            (
+                "tick = 1",
+                "tick = 1\nmax_order_notional = 0",
+                "max_order_notional",
+            ),
+            ("username = \"AB\"", "username = \"A B\"", "no spaces"),
+            ("username = \"AB\"", "username = \" AB\"", "no spaces"),
+            ("firm = \"F\"", "firm = \"F G\"", "no spaces"),
+            ("password = \"p\"", "password = \"p q\"", "no spaces"),
+            ("symbol = \"X\"", "symbol = \"X Y\"", "no spaces"),
+            ("symbol = \"X\"", "symbol = \"X\\t\"", "no spaces"),
+        ] {
+            let text = base.replacen(from, to, 1);
+            let error = Config::parse(&text, "t").unwrap_err().to_string();
+            assert!(error.contains(says), "{to}: {error}");
+        }
+        let dotted = base.replacen("symbol = \"X\"", "symbol = \"BRK.B\"", 1);
+        Config::parse(&dotted, "t").expect("punctuation is not padding");
     }
 
     #[test]

@@ -226,8 +226,7 @@ fn standby(
     let primary = config
         .replication
         .primary
-        .map(|p| p.to_string())
-        .unwrap_or_default();
+        .ok_or("bourse standby needs [replication] primary = \"host:port\"")?;
     println!("following primary={primary}");
     bourse::replication::standby::run(config.clone(), make_feed, stop, |listening| {
         println!("{listening}");

@@ -159,16 +159,19 @@ impl Venue {
                 self.accounts.len()
             ));
         }
+        // The wire carries these space-padded: a space (or a control character) inside one
+        // could not be told from the padding, so only printable characters without spaces.
+        let printable = |s: &str| s.bytes().all(|b| b.is_ascii_graphic());
         for a in &self.accounts {
-            if a.username.is_empty() || a.username.len() > 6 || !a.username.is_ascii() {
+            if a.username.is_empty() || a.username.len() > 6 || !printable(&a.username) {
                 return err(format!(
-                    "account username {:?} must be 1-6 ASCII characters",
+                    "account username {:?} must be 1-6 printable ASCII characters, no spaces",
                     a.username
                 ));
             }
-            if a.firm.len() > 4 || !a.firm.is_ascii() {
+            if a.firm.len() > 4 || !printable(&a.firm) {
                 return err(format!(
-                    "account firm {:?} must be at most 4 ASCII characters",
+                    "account firm {:?} must be at most 4 printable ASCII characters, no spaces",
                     a.firm
                 ));
             }
@@ -176,10 +179,10 @@ impl Venue {
         let mut specs = Vec::with_capacity(self.symbols.len());
         for s in &self.symbols {
             let Some(symbol) = Symbol::from_str_padded(&s.symbol)
-                .filter(|_| s.symbol.is_ascii() && !s.symbol.is_empty())
+                .filter(|_| printable(&s.symbol) && !s.symbol.is_empty())
             else {
                 return err(format!(
-                    "symbol {:?} must be 1-8 ASCII characters",
+                    "symbol {:?} must be 1-8 printable ASCII characters, no spaces",
                     s.symbol
                 ));
             };
@@ -188,6 +191,16 @@ impl Venue {
             }
             if s.tick == 0 {
                 return err(format!("symbol {:?}: tick must be positive", s.symbol));
+            }
+            // Zero would publish a round lot of 0 shares, or reject every order: a typo, not
+            // a setting (leave max_order_notional out for no notional limit).
+            let zero = [
+                ("round_lot", s.round_lot == 0),
+                ("max_order_shares", s.max_order_shares == 0),
+                ("max_order_notional", s.max_order_notional == Some(0)),
+            ];
+            if let Some((field, _)) = zero.iter().find(|(_, is_zero)| *is_zero) {
+                return err(format!("symbol {:?}: {field} must be positive", s.symbol));
             }
             specs.push(SymbolSpec {
                 symbol,
