@@ -30,9 +30,6 @@ struct Taker {
     order_ref: u64,
     price: Price,
     display: u8,
-    /// A replacement published as ITCH `U` once it rests: the old order's reference (0 when
-    /// none; numbering starts at 1).
-    replaces: u64,
 }
 
 impl Taker {
@@ -42,7 +39,6 @@ impl Taker {
         order_ref: 0,
         price: Price(0),
         display: b'N',
-        replaces: 0,
     };
 }
 
@@ -72,6 +68,10 @@ struct OrderWork {
     input: Input,
     symbol: u16,
     taker: Taker,
+    /// A replacement published as ITCH `U` once it rests: the old order's reference (0 when
+    /// none; numbering starts at 1). Beside the taker, not in it: the taker is copied for
+    /// every event, this is read once.
+    replaces: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -129,6 +129,7 @@ impl Merge {
                 },
                 symbol: 0,
                 taker: Taker::NONE,
+                replaces: 0,
             },
         })
     }
@@ -199,6 +200,7 @@ impl Merge {
                 account,
                 ..Taker::NONE
             },
+            replaces: 0,
         };
         self.work = Work::Order;
     }
@@ -308,6 +310,7 @@ impl Merge {
             ref input,
             symbol,
             taker,
+            ..
         } = self.order;
         let ts = input.timestamp;
         let Command::Ouch {
@@ -344,7 +347,10 @@ impl Merge {
                 price,
                 maker_hidden,
             } => {
-                debug_assert_eq!(taker.replaces, 0, "a replacement published as U executed");
+                debug_assert_eq!(
+                    self.order.replaces, 0,
+                    "a replacement published as U executed"
+                );
                 let match_number = MatchNumber(self.next_match);
                 self.next_match += 1;
                 let executed = |token, flag| ouch::Executed {
@@ -394,9 +400,10 @@ impl Merge {
             }
             ShardEvent::Rested { slot, side, shares } => {
                 self.refs[symbol as usize][slot as usize] = taker.order_ref;
-                if taker.replaces != 0 {
+                let replaces = self.order.replaces;
+                if replaces != 0 {
                     let body = itch::Body::OrderReplace {
-                        old_ref: OrderRef(taker.replaces),
+                        old_ref: OrderRef(replaces),
                         new_ref: OrderRef(taker.order_ref),
                         shares: Shares(shares),
                         price: taker.price,
@@ -469,7 +476,6 @@ impl Merge {
             order_ref,
             price: o.price,
             display: o.display,
-            replaces: 0,
         }
     }
 
@@ -522,7 +528,6 @@ impl Merge {
         };
         sink.ouch(account, &ouch::Outbound::Replaced(replaced));
         let old_ref = OrderRef(self.refs[symbol as usize][old_slot as usize]);
-        let mut replaces = 0;
         match feed {
             ReplaceFeed::Replace { new_slot } => {
                 let body = itch::Body::OrderReplace {
@@ -535,7 +540,7 @@ impl Merge {
                 self.refs[symbol as usize][new_slot as usize] = order_ref;
             }
             // Read now: the old order's slot is free and may be the one it rests in.
-            ReplaceFeed::AfterPrevention => replaces = old_ref.0,
+            ReplaceFeed::AfterPrevention => self.order.replaces = old_ref.0,
             ReplaceFeed::DeleteOld => {
                 let body = itch::Body::OrderDelete { order_ref: old_ref };
                 sink.itch(&itch_message(symbol, ts, body));
@@ -548,7 +553,6 @@ impl Merge {
             order_ref,
             price: u.price,
             display: u.display,
-            replaces,
         }
     }
 

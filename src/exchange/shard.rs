@@ -834,8 +834,7 @@ impl Shard {
             out.event(&ShardEvent::Rejected { reason: why::OTHER });
             return !tokens_full;
         }
-        let stp = self.stp[account.0 as usize];
-        let quiet = Self::publish_as_itch_replace(book, &old.resting, &entry, dead, stp);
+        let quiet = Self::publish_as_itch_replace(book, &old.resting, &entry, dead, &self.stp);
         let Some(slot) = replacement_slot else {
             out.event(&ShardEvent::Rejected { reason: why::OTHER });
             return false;
@@ -907,15 +906,15 @@ impl Shard {
 
     /// ITCH `U` only when old and new are displayed with the same attribution and the
     /// replacement rests without executing (DESIGN.md 4): in place when it crosses nothing;
-    /// after the cancels when it crosses only its own account's orders and their self-trade
-    /// prevention (`stp`) leaves it shares to rest.
+    /// after the cancels when it crosses only its own account's orders and its account's
+    /// self-trade prevention (in `stp`, read only then) leaves it shares to rest.
     #[inline]
     fn publish_as_itch_replace(
         book: &OrderBook<Resting>,
         old: &Resting,
         new: &Entry,
         dead: bool,
-        stp: Stp,
+        stp: &[Stp],
     ) -> ItchReplace {
         let attributed = |d: u8| d == b'A';
         let shown_alike = !dead
@@ -930,6 +929,7 @@ impl Shard {
             return ItchReplace::InPlace;
         }
         let own = |r: &Resting| r.account == new.account.0;
+        let stp = stp[new.account.0 as usize];
         if validate::rests_after_preventing_only(book, &Self::arrival(new), stp, own) {
             ItchReplace::AfterPrevention
         } else {
