@@ -217,7 +217,7 @@ pub enum ReplaceFeed {
     Replace { new_slot: u32 },
     /// ITCH `U` once the replacement rests, after self-trade prevention has removed or
     /// reduced the own orders it crossed (it executes nothing: see
-    /// [`super::validate::rests_after_preventing_only`]).
+    /// `validate::rests_after_preventing_only`).
     AfterPrevention,
     /// ITCH `D` for the displayed old order, then executions and any `A`/`F`.
     DeleteOld,
