@@ -25,7 +25,7 @@ mod level;
 mod order_book;
 mod pool;
 
-pub use order_book::{BookConfig, Fill, OrderBook, OrderView, Removal};
+pub use order_book::{BookConfig, Fill, OrderBook, OrderView, Removal, acceptable};
 pub use pool::OrderHandle;
 
 #[cfg(test)]

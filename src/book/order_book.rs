@@ -68,7 +68,7 @@ fn side_index(side: Side) -> usize {
 
 /// Can a taker on `taker_side` with `limit` trade at a resting `price`?
 #[inline]
-fn acceptable(taker_side: Side, limit: Price, price: Price) -> bool {
+pub fn acceptable(taker_side: Side, limit: Price, price: Price) -> bool {
     limit.is_market()
         || match taker_side {
             Side::Buy => price <= limit,

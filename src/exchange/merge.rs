@@ -322,8 +322,12 @@ impl Merge {
         };
         match *event {
             ShardEvent::Done => {
+                let seq = input.seq;
+                if self.order.replaces != 0 {
+                    self.old_order_deleted_after_all(symbol, ts, sink);
+                }
                 self.work = Work::Idle;
-                self.last_seq = input.seq;
+                self.last_seq = seq;
             }
             ShardEvent::Accepted { dead } => {
                 self.order.taker = self.accepted(ts, account, dead, sink);
@@ -347,10 +351,9 @@ impl Merge {
                 price,
                 maker_hidden,
             } => {
-                debug_assert_eq!(
-                    self.order.replaces, 0,
-                    "a replacement published as U executed"
-                );
+                if self.order.replaces != 0 {
+                    self.old_order_deleted_after_all(symbol, ts, sink);
+                }
                 let match_number = MatchNumber(self.next_match);
                 self.next_match += 1;
                 let executed = |token, flag| ouch::Executed {
@@ -400,7 +403,7 @@ impl Merge {
             }
             ShardEvent::Rested { slot, side, shares } => {
                 self.refs[symbol as usize][slot as usize] = taker.order_ref;
-                let replaces = self.order.replaces;
+                let replaces = std::mem::take(&mut self.order.replaces);
                 if replaces != 0 {
                     let body = itch::Body::OrderReplace {
                         old_ref: OrderRef(replaces),
@@ -425,6 +428,22 @@ impl Merge {
             ShardEvent::Canceled { .. } => self.canceled(ts, event, sink),
             other => panic!("unexpected shard event for an order: {other:?}"),
         }
+    }
+
+    /// A replacement announced for ITCH `U` once it rests (`ReplaceFeed::AfterPrevention`)
+    /// that executes, or ends without resting, would leave its old order on subscribers'
+    /// books. The shard's dry walk rules this out (a debug build stops here); a release build
+    /// deletes the old order instead, late but never left behind.
+    #[cold]
+    fn old_order_deleted_after_all<S: Sink>(&mut self, symbol: u16, ts: Timestamp, sink: &mut S) {
+        let order_ref = OrderRef(std::mem::take(&mut self.order.replaces));
+        if cfg!(debug_assertions) {
+            panic!(
+                "replacement announced as ITCH U (old ref {order_ref:?}) executed or did not rest"
+            );
+        }
+        let body = itch::Body::OrderDelete { order_ref };
+        sink.itch(&itch_message(symbol, ts, body));
     }
 
     fn take_order_ref(&mut self) -> u64 {

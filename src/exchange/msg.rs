@@ -215,9 +215,8 @@ pub struct Verdict {
 pub enum ReplaceFeed {
     /// ITCH `U`: the replacement rests quietly in `new_slot`.
     Replace { new_slot: u32 },
-    /// ITCH `U` once the replacement rests, after self-trade prevention has removed or
-    /// reduced the own orders it crossed (it executes nothing: see
-    /// `validate::rests_after_preventing_only`).
+    /// ITCH `U` once the replacement rests, after self-trade prevention has removed the own
+    /// orders it crossed (it executes nothing: see `validate::rests_after_preventing_only`).
     AfterPrevention,
     /// ITCH `D` for the displayed old order, then executions and any `A`/`F`.
     DeleteOld,

@@ -834,13 +834,14 @@ impl Shard {
             out.event(&ShardEvent::Rejected { reason: why::OTHER });
             return !tokens_full;
         }
-        let quiet = Self::publish_as_itch_replace(book, &old.resting, &entry, dead, &self.stp);
+        let itch_replace =
+            Self::publish_as_itch_replace(book, &old.resting, &entry, dead, &self.stp);
         let Some(slot) = replacement_slot else {
             out.event(&ShardEvent::Rejected { reason: why::OTHER });
             return false;
         };
         entry.slot = slot;
-        self.enter_replacement(ts, &entry, &old, dead, quiet, out);
+        self.enter_replacement(ts, &entry, &old, dead, itch_replace, out);
         true
     }
 
@@ -862,15 +863,15 @@ impl Shard {
     }
 
     /// Outcome 4: take the old order off the book and enter the replacement (`entry`, its
-    /// exposure as shares) with new priority; `quiet`: whether and when it is published as
-    /// an ITCH `U`.
+    /// exposure as shares) with new priority; `itch_replace`: whether and when it is
+    /// published as an ITCH `U`.
     fn enter_replacement<O: ShardOut>(
         &mut self,
         ts: Timestamp,
         entry: &Entry,
         old: &OldOrder,
         dead: bool,
-        quiet: ItchReplace,
+        itch_replace: ItchReplace,
         out: &mut O,
     ) {
         debug_assert_eq!(dead, Self::dead_on_arrival(self.book(entry.symbol), entry));
@@ -883,7 +884,7 @@ impl Shard {
             dead,
             feed,
         };
-        if quiet == ItchReplace::InPlace {
+        if itch_replace == ItchReplace::InPlace {
             self.left(entry.account.0, old.leaves, true);
             let handle = self.rest(ts, entry, entry.shares, Some(old.handle));
             out.event(&replaced(ReplaceFeed::Replace { new_slot: handle.0 }));
@@ -891,7 +892,7 @@ impl Shard {
         }
         self.book_mut(entry.symbol).remove(old.handle);
         self.left(entry.account.0, old.leaves, true);
-        let feed = if quiet == ItchReplace::AfterPrevention {
+        let feed = if itch_replace == ItchReplace::AfterPrevention {
             ReplaceFeed::AfterPrevention
         } else if old.resting.displayed() {
             ReplaceFeed::DeleteOld

@@ -270,7 +270,7 @@ fn would_rest<T: Copy + Default>(
     }
     let (mut others, mut own_crossing) = (0u64, false);
     book.for_each_order_while(a.side.opposite(), |o| {
-        if !reaches(a, o.price) {
+        if !crate::book::acceptable(a.side, a.price, o.price) {
             return false; // priority order: no later order crosses either
         }
         if own(o.payload) {
@@ -288,20 +288,11 @@ fn would_rest<T: Copy + Default>(
     }
 }
 
-/// Would the taker `a` reach a resting order at `price` (a market order reaches any)?
-#[inline]
-fn reaches(a: &Arrival, price: Price) -> bool {
-    a.price.is_market()
-        || match a.side {
-            Side::Buy => price <= a.price,
-            Side::Sell => price >= a.price,
-        }
-}
-
 /// Does a live taker that crosses the book rest without executing anything? Only when every
 /// resting order it reaches belongs to its own account and its self-trade prevention takes
 /// them away without stopping it (DESIGN.md 4a): `cancel-oldest` removes each; `decrement`
-/// takes the smaller leaves off both, and shares must remain. A replacement that does so
+/// takes the smaller leaves off both, and shares must remain (so each own order it crossed
+/// was removed whole: one larger than what remains would leave the taker nothing). A replacement that does so
 /// "rests without executing" and is published as ITCH `U` (DESIGN.md 4). Asked only when a
 /// displayed replacement crosses the book, so the walk is off the hot path.
 #[cold]
@@ -316,7 +307,7 @@ pub(crate) fn rests_after_preventing_only<T: Copy + Default>(
     }
     let (mut left, mut executes) = (a.shares, false);
     book.for_each_order_while(a.side.opposite(), |o| {
-        if !reaches(a, o.price) {
+        if !crate::book::acceptable(a.side, a.price, o.price) {
             return false;
         }
         if !own(o.payload) {
