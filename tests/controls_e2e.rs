@@ -7,9 +7,10 @@ mod common;
 
 use bourse::client::{OuchClient, Received};
 use bourse::daemon::admin::Request;
+use bourse::types::Price;
 use bourse::types::{Alpha, Shares, Token};
 use bourse::wire::itch::{self, Body};
-use bourse::wire::ouch::{CancelOrder, Inbound, Outbound};
+use bourse::wire::ouch::{CancelOrder, Inbound, Outbound, ReplaceOrder};
 use common::{FeedCollector, TIMEOUT, Venue, bourse, config_text};
 
 use std::time::Duration;
@@ -28,6 +29,11 @@ firm = "FRML"
 stp = "cancel-newest"
 max_open_orders = 2
 max_day_shares = 150
+[[accounts]]
+username = "OLDEST"
+password = "oldestpw"
+firm = "FRMO"
+stp = "cancel-oldest"
 "#;
 
 fn enter_tif(token: &str, side: u8, shares: u32, symbol: &str, price: u32, tif: u32) -> Inbound {
@@ -36,6 +42,19 @@ fn enter_tif(token: &str, side: u8, shares: u32, symbol: &str, price: u32, tif: 
 
 fn enter(token: &str, side: u8, shares: u32, symbol: &str, price: u32) -> Inbound {
     enter_tif(token, side, shares, symbol, price, 99_999)
+}
+
+fn replace(existing: &str, replacement: &str, shares: u32, price: u32) -> Inbound {
+    Inbound::Replace(ReplaceOrder {
+        existing: Alpha::from_str_padded(existing).unwrap(),
+        replacement: Alpha::from_str_padded(replacement).unwrap(),
+        shares: Shares(shares),
+        price: Price(price),
+        tif: 99_999,
+        display: b'Y',
+        intermarket_sweep: b'N',
+        min_qty: Shares(0),
+    })
 }
 
 fn cancel(token: &str, shares: u32) -> Inbound {
@@ -103,6 +122,13 @@ fn brief(messages: &[(u64, Outbound)]) -> Vec<String> {
                 c.reason as char
             ),
             Outbound::Executed(e) => format!("E {} {}", token(&e.token), e.shares.0),
+            Outbound::Replaced(u) => format!(
+                "U {} {} {} r{}",
+                token(&u.token),
+                u.shares.0,
+                u.order_state as char,
+                u.order_ref.0
+            ),
             Outbound::Rejected(j) => format!("J {} {}", token(&j.token), j.reason as char),
             other => format!("{other:?}"),
         })
@@ -160,6 +186,12 @@ fn order_messages(feed: &FeedCollector) -> Vec<String> {
                 Some(format!("X r{} {}", order_ref.0, shares.0))
             }
             Body::OrderDelete { order_ref } => Some(format!("D r{}", order_ref.0)),
+            Body::OrderReplace {
+                old_ref,
+                new_ref,
+                shares,
+                ..
+            } => Some(format!("U r{} r{} {}", old_ref.0, new_ref.0, shares.0)),
             Body::OrderExecuted {
                 order_ref, shares, ..
             } => Some(format!("E r{} {}", order_ref.0, shares.0)),
@@ -429,6 +461,60 @@ fn an_order_with_the_close_right_behind_it_is_canceled_at_once() {
     let mut droppy = login(&venue, "DROPPY", "droppypw", next_seq);
     let want: Vec<&str> = left.iter().map(String::as_str).collect();
     expect(&mut droppy, &want);
+    assert!(venue.stop().success());
+}
+
+#[test]
+fn a_replacement_cleared_by_cancel_oldest_rests_as_an_itch_replace() {
+    a_replacement_cleared_by_cancel_oldest_rests_as_an_itch_replace_in(COMPACT);
+}
+
+#[test]
+fn a_replacement_cleared_by_cancel_oldest_rests_as_an_itch_replace_sharded() {
+    a_replacement_cleared_by_cancel_oldest_rests_as_an_itch_replace_in(SHARDED);
+}
+
+/// DESIGN.md 4: ITCH `U` when "the replacement rests without executing"; cancel-oldest
+/// removes the account's own ask it crosses (Canceled `Q`, ITCH `D`), and it rests: the `D`,
+/// then the `U` (never `D` old + `A` new), on the real multicast feed.
+fn a_replacement_cleared_by_cancel_oldest_rests_as_an_itch_replace_in(layout: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path(), &config(dir.path(), layout));
+    let feed = collect_feed(&venue);
+    let mut o = login(&venue, "OLDEST", "oldestpw", 1);
+    o.send(&enter("S1", b'S', 100, "AAPL", 1_000_000)).unwrap();
+    o.send(&enter("B1", b'B', 100, "AAPL", 990_000)).unwrap();
+    o.send(&replace("B1", "B2", 100, 1_000_000)).unwrap();
+    expect(
+        &mut o,
+        &[
+            "SS",
+            "A S1 L r1",
+            "A B1 L r2",
+            "U B2 100 L r3",
+            "C S1 100 Q",
+        ],
+    );
+    // It rests as r3: BOB's sell executes against it.
+    let mut bob = login(&venue, "BOB", "bobpw", 1);
+    bob.send(&enter("X1", b'S', 40, "AAPL", 1_000_000)).unwrap();
+    expect(&mut bob, &["SS", "A X1 L r4", "E X1 40"]);
+    expect(&mut o, &["E B2 40"]);
+    let (ok, out) = admin(&venue, &["end-of-day"]);
+    assert!(ok, "{out}");
+    let feed = feed.join().unwrap();
+    assert!(feed.ended, "End of Session on the feed");
+    assert_eq!(
+        order_messages(&feed),
+        [
+            "A r1 100",
+            "A r2 100",
+            "D r1",
+            "U r2 r3 100",
+            "E r3 40",
+            "D r3"
+        ]
+    );
     assert!(venue.stop().success());
 }
 
