@@ -150,6 +150,8 @@ pub struct FeedConfig {
     pub rerequest_bytes_per_s: u32,
     /// GLIMPSE: close a connection that has not logged in after this long.
     pub snapshot_login_timeout_ms: u64,
+    /// GLIMPSE: close a client whose socket has taken nothing of its snapshot for this long.
+    pub snapshot_stall_timeout_ms: u64,
     /// GLIMPSE connections at once.
     pub snapshot_max_connections: u32,
     /// GLIMPSE connections not logged in yet from one source address, at once.
@@ -172,6 +174,7 @@ impl Default for FeedConfig {
             rerequest_requests_per_s: 1_000,
             rerequest_bytes_per_s: 256 << 10,
             snapshot_login_timeout_ms: 5_000,
+            snapshot_stall_timeout_ms: 5_000,
             snapshot_max_connections: 8,
             snapshot_max_per_source: 4,
         }
@@ -470,6 +473,10 @@ impl Config {
             (
                 "feed.snapshot_login_timeout_ms",
                 self.feed.snapshot_login_timeout_ms,
+            ),
+            (
+                "feed.snapshot_stall_timeout_ms",
+                self.feed.snapshot_stall_timeout_ms,
             ),
             (
                 "feed.snapshot_max_connections",

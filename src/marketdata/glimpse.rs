@@ -84,6 +84,10 @@ pub struct GlimpseConfig {
     pub answer_timeout_ms: u64,
     /// Close a client that has not taken the whole snapshot after this long.
     pub write_timeout_ms: u64,
+    /// Close a client whose socket has taken nothing for this long (a stalled reader holds
+    /// a slot, a thread and its snapshot's bytes: it must not hold them for the whole
+    /// `write_timeout_ms`).
+    pub stall_timeout_ms: u64,
     /// Snapshot connections served at once.
     pub max_connections: usize,
     /// Connections not logged in yet from one source address, at once.
@@ -112,6 +116,7 @@ impl GlimpseConfig {
             login_timeout_ms: feed.snapshot_login_timeout_ms,
             answer_timeout_ms: Self::DEFAULT_ANSWER_TIMEOUT_MS,
             write_timeout_ms: Self::DEFAULT_WRITE_TIMEOUT_MS,
+            stall_timeout_ms: feed.snapshot_stall_timeout_ms,
             max_connections: feed.snapshot_max_connections as usize,
             max_per_source: feed.snapshot_max_per_source as usize,
             backoff: BackoffRules {
@@ -614,7 +619,8 @@ fn serve_client(
         let mut buf = [0u8; soupbin::HEADER_LEN + 1];
         let n = Packet::LoginRejected { reason }.encode(&mut buf);
         let deadline = Instant::now() + Duration::from_millis(config.write_timeout_ms);
-        write_until(&mut stream, &buf[..n], deadline, &shared.stop).map_err(io_err("write"))?;
+        write_until(&mut stream, &buf[..n], deadline, stall(config), &shared.stop)
+            .map_err(io_err("write"))?;
         linger_close(&mut stream);
         return Err(format!("login rejected {:?}", reason as char));
     }
@@ -634,12 +640,24 @@ fn serve_client(
     }
     .encode(&mut accepted);
     let write_deadline = Instant::now() + Duration::from_millis(config.write_timeout_ms);
-    write_until(&mut stream, &accepted[..n], write_deadline, &shared.stop)
+    write_until(
+        &mut stream,
+        &accepted[..n],
+        write_deadline,
+        stall(config),
+        &shared.stop,
+    )
         .map_err(io_err("write"))?;
     let answer_deadline = Instant::now() + Duration::from_millis(config.answer_timeout_ms);
     let snapshot = shared.requester.request(answer_deadline, &shared.stop)?;
     let write_deadline = Instant::now() + Duration::from_millis(config.write_timeout_ms);
-    write_until(&mut stream, &snapshot.packets, write_deadline, &shared.stop)
+    write_until(
+        &mut stream,
+        &snapshot.packets,
+        write_deadline,
+        stall(config),
+        &shared.stop,
+    )
         .map_err(io_err("write"))?;
     tracing::info!(
         %peer,
@@ -741,14 +759,21 @@ fn check_login(login: &LoginRequest, config: &GlimpseConfig) -> Result<(), u8> {
     Ok(())
 }
 
-/// Write all of `bytes` by `deadline`, in chunks so that `stop` is noticed.
-fn write_until(
+fn stall(config: &GlimpseConfig) -> Duration {
+    Duration::from_millis(config.stall_timeout_ms)
+}
+
+/// Write all of `bytes` by `deadline`, in chunks so that `stop` is noticed; give up when the
+/// socket has taken nothing for `stall` (a client that stopped reading).
+pub(super) fn write_until(
     stream: &mut TcpStream,
     bytes: &[u8],
     deadline: Instant,
+    stall: Duration,
     stop: &AtomicBool,
 ) -> io::Result<()> {
     let mut at = 0;
+    let mut progressed = Instant::now();
     while at < bytes.len() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() || stop.load(Ordering::Acquire) {
@@ -757,11 +782,21 @@ fn write_until(
                 "client too slow or server stopping",
             ));
         }
-        stream.set_write_timeout(Some(left.min(super::stop_poll())))?;
+        let stall_left = stall.saturating_sub(progressed.elapsed());
+        if stall_left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("client took nothing for {} ms", stall.as_millis()),
+            ));
+        }
+        stream.set_write_timeout(Some(left.min(stall_left).min(super::stop_poll())))?;
         let end = bytes.len().min(at + WRITE_CHUNK_BYTES);
         match stream.write(&bytes[at..end]) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => at += n,
+            Ok(n) => {
+                at += n;
+                progressed = Instant::now();
+            }
             Err(e) if super::rerequest::is_timeout(&e) => {}
             Err(e) => return Err(e),
         }

@@ -674,6 +674,7 @@ fn glimpse_server_with(
         login_timeout_ms,
         answer_timeout_ms: 2_000,
         write_timeout_ms: 2_000,
+        stall_timeout_ms: 1_000,
         max_connections,
         max_per_source: max_connections,
         backoff: crate::guard::BackoffRules {
@@ -815,6 +816,50 @@ fn glimpse_snapshot_matches_the_book_then_g_then_z_then_eof() {
         itch::Message::decode(data[0]).unwrap().header.timestamp,
         SNAPSHOT_TS
     );
+}
+
+/// A client that stops reading is closed once its socket has taken nothing for the stall
+/// timeout, long before the whole snapshot's deadline (the hostile audit held all eight
+/// GLIMPSE slots for 30 s with clients that never read); one that reads slowly is not.
+#[test]
+fn glimpse_gives_up_on_a_client_that_stops_reading_not_on_a_slow_one() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = AtomicBool::new(false);
+    // More than the kernel buffers on both ends hold.
+    let bytes = vec![0u8; 64 << 20];
+    let stall = Duration::from_millis(300);
+    let deadline = || std::time::Instant::now() + Duration::from_secs(30);
+    let stalled = TcpStream::connect(addr).unwrap();
+    let (mut server_side, _) = listener.accept().unwrap();
+    let started = std::time::Instant::now();
+    let error = super::glimpse::write_until(&mut server_side, &bytes, deadline(), stall, &stop)
+        .unwrap_err();
+    let waited = started.elapsed();
+    assert!(error.to_string().contains("took nothing for 300 ms"), "{error}");
+    assert!(waited < Duration::from_secs(10), "gave up after {waited:?}");
+    drop(stalled);
+    // A reader that takes a little every 100 ms (under the stall) gets everything.
+    let small = vec![7u8; 8 << 20];
+    let mut reader = TcpStream::connect(addr).unwrap();
+    let (mut server_side, _) = listener.accept().unwrap();
+    let total = small.len();
+    let slow = std::thread::spawn(move || {
+        let mut got = 0;
+        let mut buf = vec![0u8; 1 << 20];
+        while got < total {
+            std::thread::sleep(Duration::from_millis(100));
+            match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        got
+    });
+    super::glimpse::write_until(&mut server_side, &small, deadline(), stall, &stop).unwrap();
+    drop(server_side);
+    assert_eq!(slow.join().unwrap(), total);
 }
 
 #[test]
