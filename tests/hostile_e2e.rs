@@ -614,3 +614,48 @@ fn bad_bytes_before_login_close_the_connection_with_a_log_line() {
         .collect();
     assert_eq!(glimpse.len(), 4, "one line per bad connection:\n{log}");
 }
+
+/// The replication port answers anyone who can reach it; its refusals must not write a line
+/// per try (the hostile audit logged 3,000 WARN lines for 3,000 connect-and-close tries): a
+/// burst of lines, then about one a second counting the rest.
+#[test]
+fn a_flood_of_bad_replication_connections_is_logged_in_a_bounded_number_of_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bourse.toml");
+    std::fs::write(&config, config_text(dir.path(), "")).unwrap();
+    let log_path = dir.path().join("stderr.log");
+    let mut child = std::process::Command::new(common::bourse_binary())
+        .args(["run", "--config"])
+        .arg(&config)
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let venue = Venue::from_listening(child, &line, config, dir.path().join("journal"));
+    let tries = 200;
+    for _ in 0..tries {
+        let mut s = TcpStream::connect(venue.replication).unwrap();
+        // Not a replication frame: the follower drops it.
+        let _ = s.write_all(&[0xFF; 16]);
+        s.set_read_timeout(Some(TIMEOUT)).unwrap();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+    }
+    assert!(venue.stop().success());
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let lines = log
+        .lines()
+        .filter(|l| l.contains("replication: standby dropped") || l.contains("refused a standby"))
+        .count();
+    assert!(
+        (1..=40).contains(&lines),
+        "{lines} lines for {tries} bad connections"
+    );
+}

@@ -619,8 +619,14 @@ fn serve_client(
         let mut buf = [0u8; soupbin::HEADER_LEN + 1];
         let n = Packet::LoginRejected { reason }.encode(&mut buf);
         let deadline = Instant::now() + Duration::from_millis(config.write_timeout_ms);
-        write_until(&mut stream, &buf[..n], deadline, stall(config), &shared.stop)
-            .map_err(io_err("write"))?;
+        write_until(
+            &mut stream,
+            &buf[..n],
+            deadline,
+            stall(config),
+            &shared.stop,
+        )
+        .map_err(io_err("write"))?;
         linger_close(&mut stream);
         return Err(format!("login rejected {:?}", reason as char));
     }
@@ -647,7 +653,7 @@ fn serve_client(
         stall(config),
         &shared.stop,
     )
-        .map_err(io_err("write"))?;
+    .map_err(io_err("write"))?;
     let answer_deadline = Instant::now() + Duration::from_millis(config.answer_timeout_ms);
     let snapshot = shared.requester.request(answer_deadline, &shared.stop)?;
     let write_deadline = Instant::now() + Duration::from_millis(config.write_timeout_ms);
@@ -658,7 +664,7 @@ fn serve_client(
         stall(config),
         &shared.stop,
     )
-        .map_err(io_err("write"))?;
+    .map_err(io_err("write"))?;
     tracing::info!(
         %peer,
         messages = snapshot.messages,

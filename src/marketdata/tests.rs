@@ -836,7 +836,10 @@ fn glimpse_gives_up_on_a_client_that_stops_reading_not_on_a_slow_one() {
     let error = super::glimpse::write_until(&mut server_side, &bytes, deadline(), stall, &stop)
         .unwrap_err();
     let waited = started.elapsed();
-    assert!(error.to_string().contains("took nothing for 300 ms"), "{error}");
+    assert!(
+        error.to_string().contains("took nothing for 300 ms"),
+        "{error}"
+    );
     assert!(waited < Duration::from_secs(10), "gave up after {waited:?}");
     drop(stalled);
     // A reader that takes a little every 100 ms (under the stall) gets everything.

@@ -6,13 +6,14 @@
 //! "confirmed by standby" number, which the engine reads in `replicated` mode.
 
 use super::protocol::{self, Frame, TAIL_RECORDS_MAX, VERSION};
+use crate::guard::LineBudget;
 use crate::journal::JournalReader;
 use crate::marketdata::ServerHandle;
 use std::io::{self, BufReader, BufWriter, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Standbys followed at once.
@@ -86,6 +87,34 @@ fn stream_to_std(stream: mio::net::TcpStream) -> io::Result<TcpStream> {
     Ok(stream)
 }
 
+/// Warnings anyone who can reach the port can cause (a refused or dropped connection): each
+/// its line while they are few, then about one a second counting the rest (the hostile
+/// audit logged 3,000 lines from 3,000 connect-and-close tries).
+struct PeerLog {
+    budget: Mutex<LineBudget>,
+    started: Instant,
+}
+
+impl PeerLog {
+    const BURST: u32 = 32;
+    const REFILL_MS: u64 = 1_000;
+
+    fn new() -> PeerLog {
+        PeerLog {
+            budget: Mutex::new(LineBudget::new(Self::BURST, Self::REFILL_MS)),
+            started: Instant::now(),
+        }
+    }
+
+    fn warn(&self, peer: SocketAddr, what: std::fmt::Arguments<'_>) {
+        let now_ns = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let pass = self.budget.lock().expect("not poisoned").pass(now_ns);
+        if let Some(not_logged) = pass {
+            tracing::warn!(%peer, not_logged, "replication: {what}");
+        }
+    }
+}
+
 fn accept_loop(
     mut poll: mio::Poll,
     listener: mio::net::TcpListener,
@@ -95,25 +124,30 @@ fn accept_loop(
 ) {
     let config = Arc::new(config);
     let followers = Arc::new(AtomicUsize::new(0));
+    let log = Arc::new(PeerLog::new());
     let mut events = mio::Events::with_capacity(4);
     while let Some((stream, peer)) = next_standby(&mut poll, &mut events, &listener, &stop) {
         if followers.load(Ordering::Relaxed) >= STANDBYS_MAX {
-            tracing::warn!(%peer, "replication: refused a standby, {STANDBYS_MAX} already follow");
+            log.warn(
+                peer,
+                format_args!("refused a standby, {STANDBYS_MAX} already follow"),
+            );
             continue;
         }
         followers.fetch_add(1, Ordering::Relaxed);
-        let (config, confirmed, stop, followers) = (
+        let (config, confirmed, stop, followers, log) = (
             config.clone(),
             confirmed.clone(),
             stop.clone(),
             followers.clone(),
+            log.clone(),
         );
         let spawned = std::thread::Builder::new()
             .name("replication-follower".into())
             .spawn(move || {
                 match follow(stream, &config, &confirmed, &stop) {
                     Ok(()) => tracing::info!(%peer, "replication: standby stream ended"),
-                    Err(e) => tracing::warn!(%peer, "replication: standby dropped: {e}"),
+                    Err(e) => log.warn(peer, format_args!("standby dropped: {e}")),
                 }
                 followers.fetch_sub(1, Ordering::Relaxed);
             });
