@@ -563,24 +563,7 @@ fn rerequest_flood_is_not_an_amplifier() {
 #[test]
 fn bad_bytes_before_login_close_the_connection_with_a_log_line() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("bourse.toml");
-    std::fs::write(&config, config_text(dir.path(), "")).unwrap();
-    let log_path = dir.path().join("stderr.log");
-    let mut child = std::process::Command::new(common::bourse_binary())
-        .args(["run", "--config"])
-        .arg(&config)
-        .env("RUST_LOG", "info")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::fs::File::create(&log_path).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let venue = Venue::from_listening(child, &line, config, dir.path().join("journal"));
+    let (venue, log_path) = start_with_log(dir.path());
     // A login packet two bytes short, a zero length, an unknown packet type, data before login.
     let short_login = [&[0u8, 45, b'L'][..], &[0u8; 44]].concat();
     let attacks: [&[u8]; 4] = [
@@ -621,24 +604,7 @@ fn bad_bytes_before_login_close_the_connection_with_a_log_line() {
 #[test]
 fn a_flood_of_bad_replication_connections_is_logged_in_a_bounded_number_of_lines() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("bourse.toml");
-    std::fs::write(&config, config_text(dir.path(), "")).unwrap();
-    let log_path = dir.path().join("stderr.log");
-    let mut child = std::process::Command::new(common::bourse_binary())
-        .args(["run", "--config"])
-        .arg(&config)
-        .env("RUST_LOG", "info")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::fs::File::create(&log_path).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let venue = Venue::from_listening(child, &line, config, dir.path().join("journal"));
+    let (venue, log_path) = start_with_log(dir.path());
     let tries = 200;
     for _ in 0..tries {
         let mut s = TcpStream::connect(venue.replication).unwrap();
@@ -657,5 +623,48 @@ fn a_flood_of_bad_replication_connections_is_logged_in_a_bounded_number_of_lines
     assert!(
         (1..=40).contains(&lines),
         "{lines} lines for {tries} bad connections"
+    );
+}
+
+/// The daemon on the common test config, its stderr (at INFO) in a file: (venue, that file).
+fn start_with_log(dir: &std::path::Path) -> (Venue, std::path::PathBuf) {
+    let config = dir.join("bourse.toml");
+    std::fs::write(&config, config_text(dir, "")).unwrap();
+    let log_path = dir.join("stderr.log");
+    let mut child = std::process::Command::new(common::bourse_binary())
+        .args(["run", "--config"])
+        .arg(&config)
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let venue = Venue::from_listening(child, &line, config, dir.join("journal"));
+    (venue, log_path)
+}
+
+/// DESIGN.md 7: bad bytes close the connection "with a log line" on the admin port too: a
+/// request line longer than any request (no newline in 100 KB).
+#[test]
+fn an_overlong_admin_line_closes_the_connection_with_a_log_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (venue, log_path) = start_with_log(dir.path());
+    let mut s = TcpStream::connect(venue.admin).unwrap();
+    s.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let _ = s.write_all(&vec![b'x'; 100 << 10]);
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    assert!(venue.stop().success());
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("admin connection closed: request line too long")),
+        "{log}"
     );
 }

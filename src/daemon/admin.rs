@@ -43,6 +43,8 @@ const GREETING: &str = "bourse-admin challenge ";
 const MAC_CONTEXT: &str = "bourse-admin v1";
 /// At most one log line per this many ms about refused or evicted admin clients.
 const LOG_INTERVAL_MS: u64 = 10_000;
+/// Why a connection that ended without sending anything was closed (not bad bytes: no line).
+const CLOSED_BEFORE_A_REQUEST: &str = "closed before a request";
 
 type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
@@ -348,6 +350,14 @@ impl AdminServer {
         let line = match self.read_line(index)? {
             Ok(line) => line,
             Err(why) => {
+                // Bad bytes get a line (DESIGN.md 7), rate-limited like refusals; a client
+                // that just goes away does not.
+                if why != CLOSED_BEFORE_A_REQUEST
+                    && let Some(conn) = &self.conns[index]
+                    && let Some(suppressed) = self.refused_log.pass(now_ns, LOG_INTERVAL_MS)
+                {
+                    tracing::warn!(peer = %conn.peer, suppressed, "admin connection closed: {why}");
+                }
                 self.close(index, registry, why);
                 return None;
             }
@@ -375,7 +385,7 @@ impl AdminServer {
                 return Some(Err("request line too long"));
             }
             match conn.stream.read(&mut conn.buf[conn.len..]) {
-                Ok(0) => return Some(Err("closed before a request")),
+                Ok(0) => return Some(Err(CLOSED_BEFORE_A_REQUEST)),
                 Ok(n) => conn.len += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
