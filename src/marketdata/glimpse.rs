@@ -483,16 +483,20 @@ fn take_slot(shared: &Shared, stream: &TcpStream, source: IpAddr) -> Option<u64>
     };
     // The accept thread waits for `threads_free`; only it raises the count.
     assert!(slots.evicted_running < config.max_connections);
-    let mut pre_login: Vec<crate::guard::Candidate> = slots
-        .list
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| !s.logged_in)
+    let pre_login = slots.list.iter().enumerate().filter(|(_, s)| !s.logged_in);
+    let from_source = pre_login.clone().filter(|(_, s)| s.source == source).count();
+    // A connection whose client has already written (its login, as an honest client does at
+    // once) is about to be judged by its thread: it is not closed for room.
+    let mut pre_login: Vec<crate::guard::Candidate> = pre_login
+        .filter(|(_, s)| !has_written(&s.stream))
         .map(|(i, s)| (i, s.source, s.opened_ns))
         .collect();
-    let from_source = pre_login.iter().filter(|c| c.1 == source).count();
     let victim = if from_source >= config.max_per_source {
-        eviction_victim(&mut pre_login, Some(source))
+        let victim = eviction_victim(&mut pre_login, Some(source));
+        if victim.is_none() {
+            return refuse(slots, "its address's connections are all logging in");
+        }
+        victim
     } else if slots.list.len() >= config.max_connections {
         eviction_victim(&mut pre_login, None)
     } else {
@@ -525,6 +529,17 @@ fn take_slot(shared: &Shared, stream: &TcpStream, source: IpAddr) -> Option<u64>
     });
     debug_assert!(slots.list.len() <= config.max_connections);
     Some(id)
+}
+
+/// Has the client sent bytes its connection's thread has not read yet? (A peek that never
+/// waits; an error counts as no.)
+pub(super) fn has_written(stream: &TcpStream) -> bool {
+    let mut byte = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+    let flags = libc::MSG_PEEK | libc::MSG_DONTWAIT;
+    matches!(
+        socket2::SockRef::from(stream).recv_with_flags(&mut byte, flags),
+        Ok(n) if n > 0
+    )
 }
 
 /// The connection `id` ended: free its slot (or, if it was evicted, its thread's count).

@@ -865,6 +865,26 @@ fn glimpse_gives_up_on_a_client_that_stops_reading_not_on_a_slow_one() {
     assert_eq!(slow.join().unwrap(), total);
 }
 
+/// A connection whose client has written (and whose thread has not read it yet) is not the
+/// one closed for room: the peek sees the bytes without taking them, and without waiting.
+#[test]
+fn glimpse_sees_a_login_waiting_to_be_read_without_taking_it() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (mut server_side, _) = listener.accept().unwrap();
+    assert!(!super::glimpse::has_written(&server_side), "nothing sent yet");
+    client.write_all(b"login").unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    while !super::glimpse::has_written(&server_side) {
+        assert!(std::time::Instant::now() < deadline, "never saw the bytes");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut got = [0u8; 5];
+    server_side.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"login", "the peek took nothing");
+    assert!(!super::glimpse::has_written(&server_side), "all read");
+}
+
 #[test]
 fn glimpse_rejects_bad_password_and_wrong_session() {
     let (server, _engine, _) = glimpse_server(2);
