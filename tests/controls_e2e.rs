@@ -7,10 +7,9 @@ mod common;
 
 use bourse::client::{OuchClient, Received};
 use bourse::daemon::admin::Request;
-use bourse::types::Price;
 use bourse::types::{Alpha, Shares, Token};
 use bourse::wire::itch::{self, Body};
-use bourse::wire::ouch::{CancelOrder, Inbound, Outbound, ReplaceOrder};
+use bourse::wire::ouch::{CancelOrder, Inbound, Outbound};
 use common::{FeedCollector, TIMEOUT, Venue, bourse, config_text};
 
 use std::time::Duration;
@@ -45,16 +44,7 @@ fn enter(token: &str, side: u8, shares: u32, symbol: &str, price: u32) -> Inboun
 }
 
 fn replace(existing: &str, replacement: &str, shares: u32, price: u32) -> Inbound {
-    Inbound::Replace(ReplaceOrder {
-        existing: Alpha::from_str_padded(existing).unwrap(),
-        replacement: Alpha::from_str_padded(replacement).unwrap(),
-        shares: Shares(shares),
-        price: Price(price),
-        tif: 99_999,
-        display: b'Y',
-        intermarket_sweep: b'N',
-        min_qty: Shares(0),
-    })
+    common::replace(existing, replacement, shares, price, b'Y')
 }
 
 fn cancel(token: &str, shares: u32) -> Inbound {

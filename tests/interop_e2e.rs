@@ -17,10 +17,10 @@ mod common;
 
 use bourse::client::{OuchClient, Received};
 use bourse::daemon::admin::Request;
-use bourse::types::{Alpha, Price, Shares};
+use bourse::types::{Alpha, Shares};
 use bourse::wire::ascii::SessionId;
 use bourse::wire::itch::{self, Body};
-use bourse::wire::ouch::{CancelOrder, Inbound, ModifyOrder, Outbound, ReplaceOrder, order_state};
+use bourse::wire::ouch::{CancelOrder, Inbound, ModifyOrder, Outbound, order_state};
 use bourse::wire::soupbin::{FrameReader, LoginRequest, Packet};
 use common::{FeedCollector, TIMEOUT, Venue, bourse, config_text};
 use serde_json::Value;
@@ -301,16 +301,7 @@ fn enter(
 }
 
 fn replace(old: &str, new: &str, shares: u32, price: u32, display: u8) -> Inbound {
-    Inbound::Replace(ReplaceOrder {
-        existing: token(old),
-        replacement: token(new),
-        shares: Shares(shares),
-        price: Price(price),
-        tif: 99_999,
-        display,
-        intermarket_sweep: b'N',
-        min_qty: Shares(0),
-    })
+    common::replace(old, new, shares, price, display)
 }
 
 fn cancel(t: &str, shares: u32) -> Inbound {

@@ -484,7 +484,10 @@ fn take_slot(shared: &Shared, stream: &TcpStream, source: IpAddr) -> Option<u64>
     // The accept thread waits for `threads_free`; only it raises the count.
     assert!(slots.evicted_running < config.max_connections);
     let pre_login = slots.list.iter().enumerate().filter(|(_, s)| !s.logged_in);
-    let from_source = pre_login.clone().filter(|(_, s)| s.source == source).count();
+    let from_source = pre_login
+        .clone()
+        .filter(|(_, s)| s.source == source)
+        .count();
     // A connection whose client has already written (its login, as an honest client does at
     // once) is about to be judged by its thread: it is not closed for room.
     let mut pre_login: Vec<crate::guard::Candidate> = pre_login

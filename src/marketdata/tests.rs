@@ -872,7 +872,10 @@ fn glimpse_sees_a_login_waiting_to_be_read_without_taking_it() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
     let (mut server_side, _) = listener.accept().unwrap();
-    assert!(!super::glimpse::has_written(&server_side), "nothing sent yet");
+    assert!(
+        !super::glimpse::has_written(&server_side),
+        "nothing sent yet"
+    );
     client.write_all(b"login").unwrap();
     let deadline = std::time::Instant::now() + WAIT;
     while !super::glimpse::has_written(&server_side) {

@@ -40,6 +40,27 @@ pub fn order(
     })
 }
 
+/// An OUCH Replace as brokers in these tests send it: for the day, no minimum, no sweep.
+pub fn replace(
+    existing: &str,
+    replacement: &str,
+    shares: u32,
+    price: u32,
+    display: u8,
+) -> bourse::wire::ouch::Inbound {
+    use bourse::types::{Alpha, Price, Shares};
+    bourse::wire::ouch::Inbound::Replace(bourse::wire::ouch::ReplaceOrder {
+        existing: Alpha::from_str_padded(existing).unwrap(),
+        replacement: Alpha::from_str_padded(replacement).unwrap(),
+        shares: Shares(shares),
+        price: Price(price),
+        tif: 99_999,
+        display,
+        intermarket_sweep: b'N',
+        min_qty: Shares(0),
+    })
+}
+
 /// Sequenced messages that arrive within `quiet` after the expected ones (a test that says
 /// "nothing doubled" wants none); heartbeats are skipped.
 pub fn more_messages(client: &mut bourse::client::OuchClient, quiet: Duration) -> Vec<u64> {
