@@ -192,6 +192,9 @@ fn common_seq(dir: &Path, tail: &[(u64, u32)]) -> Result<u64, String> {
     ))
 }
 
+/// How long a connection may take to say Hello before its follower slot is freed.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+
 fn follow(
     stream: TcpStream,
     config: &ReplicationConfig,
@@ -199,14 +202,23 @@ fn follow(
     stop: &AtomicBool,
 ) -> io::Result<()> {
     stream.set_nodelay(true)?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.set_read_timeout(Some(HELLO_TIMEOUT))?;
     let mut input = BufReader::new(stream.try_clone()?);
     let mut output = BufWriter::with_capacity(256 << 10, stream.try_clone()?);
+    let hello = Frame::read(&mut input).map_err(|e| match e.kind() {
+        // A read timeout surfaces as WouldBlock ("Resource temporarily unavailable"): say
+        // what it means.
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("no Hello within {} ms", HELLO_TIMEOUT.as_millis()),
+        ),
+        _ => e,
+    })?;
     let Frame::Hello {
         version,
         tail,
         day_epoch_unix_ns: standby_day,
-    } = Frame::read(&mut input)?
+    } = hello
     else {
         return Err(io::Error::new(io::ErrorKind::InvalidData, "expected Hello"));
     };
