@@ -292,9 +292,10 @@ fn would_rest<T: Copy + Default>(
 /// resting order it reaches belongs to its own account and its self-trade prevention takes
 /// them away without stopping it (DESIGN.md 4a): `cancel-oldest` removes each; `decrement`
 /// takes the smaller leaves off both, and shares must remain (so each own order it crossed
-/// was removed whole: one larger than what remains would leave the taker nothing). A replacement that does so
-/// "rests without executing" and is published as ITCH `U` (DESIGN.md 4). Asked only when a
-/// displayed replacement crosses the book, so the walk is off the hot path.
+/// was removed whole: one larger than what remains would leave the taker nothing). A
+/// replacement that does so "rests without executing" and is published as ITCH `U`
+/// (DESIGN.md 4). Asked only when a displayed replacement crosses the book, so the walk is
+/// off the hot path.
 #[cold]
 pub(crate) fn rests_after_preventing_only<T: Copy + Default>(
     book: &crate::book::OrderBook<T>,
