@@ -543,6 +543,27 @@ impl Front {
         }
     }
 
+    /// [`Self::routed`] for a Replace's existing token. After end of day the shard rejects a
+    /// Replace of any routed token that is not live (`C`, DESIGN.md 4), so a replacement token
+    /// still pending must first be settled: its Replace may turn out not to consume it (an
+    /// invalid one, outcome 2), and then it names no order and this Replace is ignored, as
+    /// the one-shard composition (which settles at once) decides. Only then does it wait.
+    fn routed_settled_if_closed<L: FrontLink>(
+        &mut self,
+        account: AccountId,
+        u: &ouch::ReplaceOrder,
+        link: &mut L,
+    ) -> Option<(u32, u16)> {
+        let table = &self.tokens[account.0 as usize];
+        let (slot, state) = table.get(&u.existing)?;
+        if let TokenState::Pending(symbol) = state
+            && self.phase != Phase::Open
+        {
+            self.wait_for(shard_of(symbol, self.shards), account.0, slot, link);
+        }
+        self.routed(account, &u.existing)
+    }
+
     fn cancel<L: FrontLink>(
         &mut self,
         input: &Input,
@@ -573,7 +594,7 @@ impl Front {
         u: &ouch::ReplaceOrder,
         link: &mut L,
     ) -> Outcome {
-        let Some((existing_slot, symbol)) = self.routed(account, &u.existing) else {
+        let Some((existing_slot, symbol)) = self.routed_settled_if_closed(account, u, link) else {
             return self.silent(input, "replace of an order that is not live", link);
         };
         // If the existing order is not live the Replace is ignored; if it is, a used
