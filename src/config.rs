@@ -392,8 +392,7 @@ impl Config {
         }
         self.check_cluster_shape()?;
         for (i, a) in self.accounts.iter().enumerate() {
-            // Space-padded on the wire, like the username.
-            if a.password.len() > 10 || !a.password.bytes().all(|b| b.is_ascii_graphic()) {
+            if a.password.len() > 10 || !crate::exchange::venue::paddable(&a.password) {
                 return Err(format!(
                     "account {:?}: password must be at most 10 printable ASCII characters, \
                      no spaces",

@@ -406,6 +406,12 @@ impl LineBudget {
         }
     }
 
+    /// Every server's budget for lines about its peers' connections (bad bytes, refusals,
+    /// drops): 32 at once, then one a second.
+    pub const fn for_peer_events() -> LineBudget {
+        LineBudget::new(32, 1_000)
+    }
+
     /// Call once per event. `Some(n)`: log now, mentioning `n` earlier events not logged.
     pub fn pass(&mut self, now_ns: u64) -> Option<u64> {
         let step_ns = self.refill_ms.saturating_mul(NS_PER_MS).max(1);

@@ -554,14 +554,15 @@ impl Front {
         u: &ouch::ReplaceOrder,
         link: &mut L,
     ) -> Option<(u32, u16)> {
-        let table = &self.tokens[account.0 as usize];
-        let (slot, state) = table.get(&u.existing)?;
-        if let TokenState::Pending(symbol) = state
-            && self.phase != Phase::Open
-        {
-            self.wait_for(shard_of(symbol, self.shards), account.0, slot, link);
+        let (slot, symbol) = self.routed(account, &u.existing)?;
+        if self.phase == Phase::Open {
+            return Some((slot, symbol)); // the common case: one lookup
         }
-        self.routed(account, &u.existing)
+        if self.tokens[account.0 as usize].state(slot) == TokenState::Pending(symbol) {
+            self.wait_for(shard_of(symbol, self.shards), account.0, slot, link);
+            return self.routed(account, &u.existing);
+        }
+        Some((slot, symbol))
     }
 
     fn cancel<L: FrontLink>(

@@ -143,6 +143,13 @@ impl std::fmt::Display for VenueError {
 
 impl std::error::Error for VenueError {}
 
+/// Can `text` go in a space-padded wire field (username, password, firm, symbol)? A space
+/// (or a control character) inside one could not be told from the padding, so only
+/// printable ASCII without spaces.
+pub(crate) fn paddable(text: &str) -> bool {
+    text.bytes().all(|b| b.is_ascii_graphic())
+}
+
 impl Venue {
     /// Check every field and convert symbols to wire form.
     pub(crate) fn specs(&self) -> Result<Vec<SymbolSpec>, VenueError> {
@@ -159,17 +166,14 @@ impl Venue {
                 self.accounts.len()
             ));
         }
-        // The wire carries these space-padded: a space (or a control character) inside one
-        // could not be told from the padding, so only printable characters without spaces.
-        let printable = |s: &str| s.bytes().all(|b| b.is_ascii_graphic());
         for a in &self.accounts {
-            if a.username.is_empty() || a.username.len() > 6 || !printable(&a.username) {
+            if a.username.is_empty() || a.username.len() > 6 || !paddable(&a.username) {
                 return err(format!(
                     "account username {:?} must be 1-6 printable ASCII characters, no spaces",
                     a.username
                 ));
             }
-            if a.firm.len() > 4 || !printable(&a.firm) {
+            if a.firm.len() > 4 || !paddable(&a.firm) {
                 return err(format!(
                     "account firm {:?} must be at most 4 printable ASCII characters, no spaces",
                     a.firm
@@ -179,7 +183,7 @@ impl Venue {
         let mut specs = Vec::with_capacity(self.symbols.len());
         for s in &self.symbols {
             let Some(symbol) = Symbol::from_str_padded(&s.symbol)
-                .filter(|_| printable(&s.symbol) && !s.symbol.is_empty())
+                .filter(|_| paddable(&s.symbol) && !s.symbol.is_empty())
             else {
                 return err(format!(
                     "symbol {:?} must be 1-8 printable ASCII characters, no spaces",

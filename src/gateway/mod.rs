@@ -57,10 +57,6 @@ const PUMP_ROUNDS_MAX: u32 = 4;
 const SOURCES_MAX: usize = 1024;
 /// At most one log line per source (or per kind of refusal) per this many ms.
 const LOG_INTERVAL_MS: u64 = 10_000;
-/// Lines about connections closed before login: each of a burst of this many, then one a
-/// refill interval (the rest counted on the next line).
-const CLOSED_BEFORE_LOGIN_LINES_BURST: u32 = 32;
-const CLOSED_BEFORE_LOGIN_LINE_REFILL_MS: u64 = 1_000;
 /// How often quiet source records are forgotten.
 const SOURCE_SWEEP_INTERVAL_NS: u64 = 1_000_000_000;
 
@@ -163,10 +159,7 @@ impl Gateway {
             accept_again: false,
             candidates: Vec::with_capacity(max),
             refused_log: LogGate::default(),
-            closed_before_login_log: LineBudget::new(
-                CLOSED_BEFORE_LOGIN_LINES_BURST,
-                CLOSED_BEFORE_LOGIN_LINE_REFILL_MS,
-            ),
+            closed_before_login_log: LineBudget::for_peer_events(),
             last_sweep_ns: 0,
             live: vec![None; accounts.len()],
             lost: Vec::with_capacity(accounts.len()),

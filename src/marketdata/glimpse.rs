@@ -65,10 +65,6 @@ const SOURCES_MAX: usize = 1024;
 const EVICTED_WAIT: Duration = Duration::from_millis(1);
 /// At most one log line per kind of refusal (or per source) per this many ms.
 const LOG_INTERVAL_MS: u64 = 10_000;
-/// Lines about connections closed on an error: each of a burst of this many, then one a
-/// refill interval (the rest counted on the next line).
-const CLOSED_LINES_BURST: u32 = 32;
-const CLOSED_LINE_REFILL_MS: u64 = 1_000;
 
 pub use crate::wake::Waker;
 
@@ -388,7 +384,7 @@ impl GlimpseServer {
             evicted_running: 0,
             failures: SourceTable::with_capacity(SOURCES_MAX),
             refused_log: LogGate::default(),
-            closed_log: LineBudget::new(CLOSED_LINES_BURST, CLOSED_LINE_REFILL_MS),
+            closed_log: LineBudget::for_peer_events(),
             evicted_log: LogGate::default(),
         };
         let shared = Arc::new(Shared {
@@ -488,19 +484,22 @@ fn take_slot(shared: &Shared, stream: &TcpStream, source: IpAddr) -> Option<u64>
         .clone()
         .filter(|(_, s)| s.source == source)
         .count();
-    // A connection whose client has already written (its login, as an honest client does at
-    // once) is about to be judged by its thread: it is not closed for room.
+    let over_source = from_source >= config.max_per_source;
+    let over_all = slots.list.len() >= config.max_connections;
+    // Only when one must be closed: a connection whose client has already written (its
+    // login, as an honest client does at once) is about to be judged by its thread, so it
+    // is not a candidate (a peek each, not paid on an ordinary accept).
     let mut pre_login: Vec<crate::guard::Candidate> = pre_login
-        .filter(|(_, s)| !has_written(&s.stream))
+        .filter(|(_, s)| (over_source || over_all) && !has_written(&s.stream))
         .map(|(i, s)| (i, s.source, s.opened_ns))
         .collect();
-    let victim = if from_source >= config.max_per_source {
+    let victim = if over_source {
         let victim = eviction_victim(&mut pre_login, Some(source));
         if victim.is_none() {
             return refuse(slots, "its address's connections are all logging in");
         }
         victim
-    } else if slots.list.len() >= config.max_connections {
+    } else if over_all {
         eviction_victim(&mut pre_login, None)
     } else {
         None
@@ -588,7 +587,7 @@ fn admit(
         .name("glimpse-client".into())
         .spawn(move || {
             if let Err(why) = serve_client(stream, peer, &thread_shared, id) {
-                let now_ns = thread_shared.started.elapsed().as_nanos() as u64;
+                let now_ns = thread_shared.now_ns();
                 let line = match thread_shared.slots.lock() {
                     Ok(mut slots) => slots.closed_log.pass(now_ns),
                     Err(_) => None,
@@ -636,15 +635,7 @@ fn serve_client(
         }
         let mut buf = [0u8; soupbin::HEADER_LEN + 1];
         let n = Packet::LoginRejected { reason }.encode(&mut buf);
-        let deadline = Instant::now() + Duration::from_millis(config.write_timeout_ms);
-        write_until(
-            &mut stream,
-            &buf[..n],
-            deadline,
-            stall(config),
-            &shared.stop,
-        )
-        .map_err(io_err("write"))?;
+        send(&mut stream, &buf[..n], config, &shared.stop)?;
         linger_close(&mut stream);
         return Err(format!("login rejected {:?}", reason as char));
     }
@@ -663,26 +654,10 @@ fn serve_client(
         sequence: 1,
     }
     .encode(&mut accepted);
-    let write_deadline = Instant::now() + Duration::from_millis(config.write_timeout_ms);
-    write_until(
-        &mut stream,
-        &accepted[..n],
-        write_deadline,
-        stall(config),
-        &shared.stop,
-    )
-    .map_err(io_err("write"))?;
+    send(&mut stream, &accepted[..n], config, &shared.stop)?;
     let answer_deadline = Instant::now() + Duration::from_millis(config.answer_timeout_ms);
     let snapshot = shared.requester.request(answer_deadline, &shared.stop)?;
-    let write_deadline = Instant::now() + Duration::from_millis(config.write_timeout_ms);
-    write_until(
-        &mut stream,
-        &snapshot.packets,
-        write_deadline,
-        stall(config),
-        &shared.stop,
-    )
-    .map_err(io_err("write"))?;
+    send(&mut stream, &snapshot.packets, config, &shared.stop)?;
     tracing::info!(
         %peer,
         messages = snapshot.messages,
@@ -783,8 +758,17 @@ fn check_login(login: &LoginRequest, config: &GlimpseConfig) -> Result<(), u8> {
     Ok(())
 }
 
-fn stall(config: &GlimpseConfig) -> Duration {
-    Duration::from_millis(config.stall_timeout_ms)
+/// [`write_until`] within the config's limits: the whole of `bytes` within
+/// `write_timeout_ms`, no pause longer than `stall_timeout_ms`.
+fn send(
+    stream: &mut TcpStream,
+    bytes: &[u8],
+    config: &GlimpseConfig,
+    stop: &AtomicBool,
+) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_millis(config.write_timeout_ms);
+    let stall = Duration::from_millis(config.stall_timeout_ms);
+    write_until(stream, bytes, deadline, stall, stop).map_err(|e| format!("write: {e}"))
 }
 
 /// Write all of `bytes` by `deadline`, in chunks so that `stop` is noticed; give up when the

@@ -96,12 +96,9 @@ struct PeerLog {
 }
 
 impl PeerLog {
-    const BURST: u32 = 32;
-    const REFILL_MS: u64 = 1_000;
-
     fn new() -> PeerLog {
         PeerLog {
-            budget: Mutex::new(LineBudget::new(Self::BURST, Self::REFILL_MS)),
+            budget: Mutex::new(LineBudget::for_peer_events()),
             started: Instant::now(),
         }
     }
