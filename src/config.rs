@@ -156,6 +156,9 @@ pub struct FeedConfig {
     pub snapshot_max_connections: u32,
     /// GLIMPSE connections not logged in yet from one source address, at once.
     pub snapshot_max_per_source: u32,
+    /// GLIMPSE snapshots being sent to one account at once (a client with credentials that
+    /// reconnects in a loop must not hold every slot).
+    pub snapshot_max_per_account: u32,
 }
 
 impl Default for FeedConfig {
@@ -177,6 +180,7 @@ impl Default for FeedConfig {
             snapshot_stall_timeout_ms: 5_000,
             snapshot_max_connections: 8,
             snapshot_max_per_source: 4,
+            snapshot_max_per_account: 2,
         }
     }
 }
@@ -484,6 +488,10 @@ impl Config {
             (
                 "feed.snapshot_max_per_source",
                 u64::from(self.feed.snapshot_max_per_source),
+            ),
+            (
+                "feed.snapshot_max_per_account",
+                u64::from(self.feed.snapshot_max_per_account),
             ),
             ("admin.request_timeout_ms", self.admin.request_timeout_ms),
             (

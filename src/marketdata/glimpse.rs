@@ -27,7 +27,9 @@
 //! `max_per_source` connections not logged in, a new connection closes the oldest such
 //! connection (of the source holding the most, or its own source): idle connections can never
 //! make the server refuse a subscriber. Connections sending a snapshot are never closed for
-//! room; if every slot is one, the newcomer is closed. A closed connection's thread ends on
+//! room; if every slot is one, the newcomer is closed. One account has at most
+//! `max_per_account` snapshots being sent at once (a further login of it is rejected `S`), so
+//! a client with credentials that reconnects in a loop leaves the other slots to the rest. A closed connection's thread ends on
 //! its own; while as many are still ending as there are slots, new connections wait in the
 //! listen backlog rather than being closed (that bounds the threads at twice the slots without
 //! ever turning a subscriber away for a burst of idle ones). Failed logins follow the gateway's
@@ -88,6 +90,8 @@ pub struct GlimpseConfig {
     pub max_connections: usize,
     /// Connections not logged in yet from one source address, at once.
     pub max_per_source: usize,
+    /// Logged-in connections (snapshots being sent) of one account, at once.
+    pub max_per_account: usize,
     /// How failed logins from one source are answered.
     pub backoff: BackoffRules,
 }
@@ -115,6 +119,7 @@ impl GlimpseConfig {
             stall_timeout_ms: feed.snapshot_stall_timeout_ms,
             max_connections: feed.snapshot_max_connections as usize,
             max_per_source: feed.snapshot_max_per_source as usize,
+            max_per_account: feed.snapshot_max_per_account as usize,
             backoff: BackoffRules {
                 free_failures: BackoffRules::FREE_FAILURES,
                 first_delay_ms: BackoffRules::FIRST_DELAY_MS,
@@ -336,8 +341,9 @@ struct Slot {
     id: u64,
     source: IpAddr,
     opened_ns: u64,
-    /// Logged in: its snapshot is being sent; never closed to make room.
-    logged_in: bool,
+    /// Logged in (the index of its account in the config): its snapshot is being sent;
+    /// never closed to make room.
+    account: Option<usize>,
     /// A handle on the socket, to close it from the accept thread (eviction).
     stream: TcpStream,
 }
@@ -372,6 +378,7 @@ impl GlimpseServer {
     /// Bind `config.listen` and serve on a thread named `glimpse` until the handle is stopped.
     pub fn spawn(config: GlimpseConfig, requester: SnapshotRequester) -> io::Result<ServerHandle> {
         assert!(config.max_connections > 0 && config.max_per_source > 0);
+        assert!(config.max_per_account > 0);
         let mut listener = crate::guard::listen(config.listen, crate::guard::LISTEN_BACKLOG)?;
         let local_addr = listener.local_addr()?;
         let poll = mio::Poll::new()?;
@@ -479,7 +486,11 @@ fn take_slot(shared: &Shared, stream: &TcpStream, source: IpAddr) -> Option<u64>
     };
     // The accept thread waits for `threads_free`; only it raises the count.
     assert!(slots.evicted_running < config.max_connections);
-    let pre_login = slots.list.iter().enumerate().filter(|(_, s)| !s.logged_in);
+    let pre_login = slots
+        .list
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.account.is_none());
     let from_source = pre_login
         .clone()
         .filter(|(_, s)| s.source == source)
@@ -526,7 +537,7 @@ fn take_slot(shared: &Shared, stream: &TcpStream, source: IpAddr) -> Option<u64>
         id,
         source,
         opened_ns: now_ns,
-        logged_in: false,
+        account: None,
         stream: handle,
     });
     debug_assert!(slots.list.len() <= config.max_connections);
@@ -561,16 +572,32 @@ fn release_slot(shared: &Shared, id: u64) {
     }
 }
 
-/// Mark `id` logged in; false if it was evicted meanwhile.
-fn mark_logged_in(shared: &Shared, id: u64) -> bool {
+/// Why a connection with good credentials is not served.
+enum NotServed {
+    /// Closed to make room for a newer connection before its login was read.
+    Evicted,
+    /// Its account already has `max_per_account` snapshots being sent.
+    AccountBusy,
+}
+
+/// Mark `id` logged in as `account`.
+fn mark_logged_in(shared: &Shared, id: u64, account: usize) -> Result<(), NotServed> {
     let mut slots = shared.slots();
-    match slots.list.iter_mut().find(|s| s.id == id) {
-        Some(slot) => {
-            slot.logged_in = true;
-            true
-        }
-        None => false,
+    let busy = slots
+        .list
+        .iter()
+        .filter(|s| s.account == Some(account))
+        .count();
+    let slot = slots
+        .list
+        .iter_mut()
+        .find(|s| s.id == id)
+        .ok_or(NotServed::Evicted)?;
+    if busy >= shared.config.max_per_account {
+        return Err(NotServed::AccountBusy);
     }
+    slot.account = Some(account);
+    Ok(())
 }
 
 fn admit(
@@ -627,20 +654,33 @@ fn serve_client(
     let config = &shared.config;
     let login_deadline = Instant::now() + Duration::from_millis(config.login_timeout_ms);
     let login = read_login(&mut stream, login_deadline, &shared.stop)?;
-    if let Err(reason) = check_login(&login, config) {
-        if reason == soupbin::reject_reason::NOT_AUTHORIZED {
-            hold_failure(shared, peer.ip());
-        } else {
-            tracing::info!(%peer, reason = %(reason as char), "GLIMPSE login rejected");
+    let account = match check_login(&login, config) {
+        Ok(account) => account,
+        Err(reason) => {
+            if reason == soupbin::reject_reason::NOT_AUTHORIZED {
+                hold_failure(shared, peer.ip());
+            } else {
+                tracing::info!(%peer, reason = %(reason as char), "GLIMPSE login rejected");
+            }
+            return reject_login(&mut stream, reason, shared);
         }
-        let mut buf = [0u8; soupbin::HEADER_LEN + 1];
-        let n = Packet::LoginRejected { reason }.encode(&mut buf);
-        send(&mut stream, &buf[..n], config, &shared.stop)?;
-        linger_close(&mut stream);
-        return Err(format!("login rejected {:?}", reason as char));
-    }
-    if !mark_logged_in(shared, id) {
-        return Err("closed for a newer connection".into());
+    };
+    match mark_logged_in(shared, id, account) {
+        Ok(()) => {}
+        Err(NotServed::Evicted) => return Err("closed for a newer connection".into()),
+        Err(NotServed::AccountBusy) => {
+            // Closing with `S` (not `A`): the credentials are good, and a failed login's
+            // backoff would slow the account's own snapshots that are under way.
+            let _ = reject_login(
+                &mut stream,
+                soupbin::reject_reason::SESSION_NOT_AVAILABLE,
+                shared,
+            );
+            return Err(format!(
+                "its account already has {} snapshots being sent (feed.snapshot_max_per_account)",
+                config.max_per_account
+            ));
+        }
     }
     if login.sequence != 1 {
         tracing::debug!(
@@ -744,18 +784,26 @@ fn read_login(
 }
 
 /// `Ok` or the Login Rejected reason. Credentials first, so a bad password always gets `A`.
-fn check_login(login: &LoginRequest, config: &GlimpseConfig) -> Result<(), u8> {
-    let known = config
+/// The index of the login's account in the config, or the reason to reject it.
+fn check_login(login: &LoginRequest, config: &GlimpseConfig) -> Result<usize, u8> {
+    let account = config
         .accounts
         .iter()
-        .any(|(user, password)| login.username_eq(user) && login.password_eq(password));
-    if !known {
-        return Err(soupbin::reject_reason::NOT_AUTHORIZED);
-    }
+        .position(|(user, password)| login.username_eq(user) && login.password_eq(password))
+        .ok_or(soupbin::reject_reason::NOT_AUTHORIZED)?;
     if !login.session.is_blank() && login.session != config.session {
         return Err(soupbin::reject_reason::SESSION_NOT_AVAILABLE);
     }
-    Ok(())
+    Ok(account)
+}
+
+/// Send Login Rejected with `reason` and close; always `Err` (why, for the log).
+fn reject_login(stream: &mut TcpStream, reason: u8, shared: &Shared) -> Result<(), String> {
+    let mut buf = [0u8; soupbin::HEADER_LEN + 1];
+    let n = Packet::LoginRejected { reason }.encode(&mut buf);
+    send(stream, &buf[..n], &shared.config, &shared.stop)?;
+    linger_close(stream);
+    Err(format!("login rejected {:?}", reason as char))
 }
 
 /// [`write_until`] within the config's limits: the whole of `bytes` within
@@ -858,13 +906,10 @@ mod tests {
     #[test]
     fn login_checks_credentials_before_the_session() {
         let c = config();
-        assert_eq!(
-            check_login(&login(b"brkr01", b"SECRET    ", ""), &c),
-            Ok(())
-        );
+        assert_eq!(check_login(&login(b"brkr01", b"SECRET    ", ""), &c), Ok(0));
         assert_eq!(
             check_login(&login(b"BRKR01", b"secret    ", "BOURSE0001"), &c),
-            Ok(())
+            Ok(0)
         );
         assert_eq!(
             check_login(&login(b"BRKR01", b"secret    ", "OTHER"), &c),

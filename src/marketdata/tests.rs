@@ -649,6 +649,23 @@ fn glimpse_server_with(
     max_connections: usize,
     login_timeout_ms: u64,
 ) -> (super::ServerHandle, Engine, u64) {
+    let answering = Arc::new(AtomicBool::new(true));
+    glimpse_server_held(
+        max_connections,
+        login_timeout_ms,
+        max_connections,
+        answering,
+    )
+}
+
+/// A GLIMPSE server whose engine answers snapshot requests only while `answering` is set
+/// (a logged-in connection holds its slot meanwhile).
+fn glimpse_server_held(
+    max_connections: usize,
+    login_timeout_ms: u64,
+    max_per_account: usize,
+    answering: Arc<AtomicBool>,
+) -> (super::ServerHandle, Engine, u64) {
     let (mut ex, next_itch) = exchange_with_orders();
     let stop = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = crossbeam::channel::bounded(1);
@@ -659,8 +676,10 @@ fn glimpse_server_with(
         let (requester, desk) = snapshot_channel(max_connections, Some(waker));
         ready_tx.send(requester).unwrap();
         while !stop_flag.load(Ordering::Acquire) {
-            desk.answer_snapshot_requests(&mut ex, next_itch, SNAPSHOT_TS);
-            std::thread::park_timeout(Duration::from_millis(100));
+            if answering.load(Ordering::Acquire) {
+                desk.answer_snapshot_requests(&mut ex, next_itch, SNAPSHOT_TS);
+            }
+            std::thread::park_timeout(Duration::from_millis(20));
         }
     });
     let requester = ready_rx.recv().unwrap();
@@ -677,6 +696,7 @@ fn glimpse_server_with(
         stall_timeout_ms: 1_000,
         max_connections,
         max_per_source: max_connections,
+        max_per_account,
         backoff: crate::guard::BackoffRules {
             free_failures: 5,
             first_delay_ms: 100,
@@ -904,6 +924,40 @@ fn glimpse_rejects_bad_password_and_wrong_session() {
     // The session by name works.
     let seen = read_to_eof(glimpse_login(addr, "alice", "pw", SESSION));
     assert_eq!(seen[0], Seen::Accepted(session(), 1));
+}
+
+/// Read the Login Accepted packet that starts a served connection.
+fn read_login_accepted(stream: &mut TcpStream) {
+    let mut packet = [0u8; soupbin::HEADER_LEN + soupbin::payload_len::LOGIN_ACCEPTED];
+    stream.read_exact(&mut packet).unwrap();
+    assert_eq!(packet[2], b'A', "Login Accepted: {packet:?}");
+}
+
+#[test]
+fn glimpse_serves_an_account_at_most_its_share_of_the_slots_at_once() {
+    let answering = Arc::new(AtomicBool::new(false));
+    let (server, _engine, _) = glimpse_server_held(4, 2_000, 2, answering.clone());
+    let addr = server.local_addr();
+    // Two snapshots of BRKR01 under way (the engine holds their answers).
+    let mut first = glimpse_login(addr, "BRKR01", "secret", "");
+    let mut second = glimpse_login(addr, "BRKR01", "secret", "");
+    read_login_accepted(&mut first);
+    read_login_accepted(&mut second);
+    // A third at once is turned away, though slots are free; another account is not.
+    let third = read_to_eof(glimpse_login(addr, "BRKR01", "secret", ""));
+    assert_eq!(third, vec![Seen::Rejected(b'S')]);
+    let mut other = glimpse_login(addr, "ALICE", "pw", "");
+    read_login_accepted(&mut other);
+    answering.store(true, Ordering::Release);
+    for stream in [first, second, other] {
+        let seen = read_to_eof(stream);
+        assert_eq!(seen.last(), Some(&Seen::End), "{seen:?}");
+    }
+    // Once those ended, the account is served again (the refusal was no failed login).
+    let started = std::time::Instant::now();
+    let again = read_to_eof(glimpse_login(addr, "BRKR01", "secret", ""));
+    assert_eq!(again[0], Seen::Accepted(session(), 1));
+    assert!(started.elapsed() < Duration::from_millis(500));
 }
 
 #[test]
