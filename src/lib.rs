@@ -19,6 +19,7 @@ pub mod journal;
 pub mod limits;
 pub mod marketdata;
 pub(crate) mod memory;
+pub mod peer_auth;
 pub mod replay;
 pub mod replication;
 pub mod sequencer;

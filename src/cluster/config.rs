@@ -220,22 +220,9 @@ impl ClusterConfig {
 
     /// The secret, from the config or the file it names.
     pub fn read_secret(&self) -> Result<Vec<u8>, String> {
-        let secret = match (&self.secret, &self.secret_file) {
-            (Some(secret), _) => secret.as_bytes().to_vec(),
-            (None, Some(path)) => {
-                let text = std::fs::read(path).map_err(|e| {
-                    format!("cannot read cluster.secret_file {}: {e}", path.display())
-                })?;
-                text.trim_ascii().to_vec()
-            }
-            (None, None) => return Err("no cluster secret configured".into()),
-        };
-        if secret.len() < SECRET_BYTES_MIN {
-            return Err(format!(
-                "the cluster secret must be at least {SECRET_BYTES_MIN} bytes"
-            ));
-        }
-        Ok(secret)
+        let secret = self.secret.as_deref();
+        crate::peer_auth::read_secret("cluster", secret, self.secret_file.as_deref())?
+            .ok_or_else(|| "no cluster secret configured".into())
     }
 
     /// Where the term and hard-state files live.

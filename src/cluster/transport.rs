@@ -51,16 +51,18 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use raft::eraftpb::Message;
 
-use handshake::{Acceptor, Connector, Handoff, HandoffSender};
 #[cfg(test)]
-use handshake::{CHALLENGE_BYTES, CLIENT_MAGIC, HELLO_BYTES, SERVER_MAGIC, client_handshake};
+use crate::peer_auth::{CHALLENGE_BYTES, CLIENT_MAGIC, HELLO_BYTES, SERVER_MAGIC};
+#[cfg(test)]
+use handshake::client_handshake;
+use handshake::{Acceptor, Connector, Handoff, HandoffSender};
 pub use wire::{append_frame, decode_frame, encode_frame};
 
 /// 3: a frame without a message body is a keepalive.
 pub const VERSION: u16 = 3;
 const FRAME_HEADER_BYTES: usize = 4 + 8 + 8;
 /// Shortest secret accepted (bytes).
-pub const SECRET_BYTES_MIN: usize = 16;
+pub use crate::peer_auth::SECRET_BYTES_MIN;
 /// The helpers' waker in the transport's own poll; connection tokens are below it.
 const WAKER_TOKEN: Token = Token(usize::MAX);
 /// Members in a cluster at most (a bit each in the transport's event masks).

@@ -3,23 +3,11 @@
 //! handshake to the loop's [`super::Transport`] and wakes it; nothing after the handshake
 //! happens here.
 //!
-//! **Handshake** (every connection, both directions authenticated with the shared secret,
-//! HMAC-SHA256, fresh 32-byte nonces from the kernel):
-//!
-//! | step | bytes |
-//! |---|---|
-//! | client → server | `BRSC`, version u16, client id u64, server id u64, client nonce [32] |
-//! | server → client | `BRSS`, server nonce [32], HMAC(secret, `bourse-cluster server` · client nonce · server nonce · client id · server id) |
-//! | client → server | HMAC(secret, `bourse-cluster client` · server nonce · client nonce · client id · server id) |
-//!
-//! (integers big-endian). The client sends nothing after its hello until the server proved
-//! it knows the secret, and the server reads no frame until the client did: an unauthenticated
-//! peer gets nothing but a nonce and a MAC over nonces (not a byte of journal), and what it
-//! sends is never stepped. The MACs are compared in constant time. Connections are not
-//! encrypted and frames are not individually MACed: this keeps impostors out, not an
-//! attacker on the path (that needs TLS).
+//! **Handshake**: [`crate::peer_auth`] with the cluster's labels (`bourse-cluster server`,
+//! `bourse-cluster client`) and the members' ids; the server accepts only the ids of another
+//! member of this cluster calling this one.
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -27,19 +15,16 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
 
-use super::{TransportConfig, TransportStats, VERSION, invalid};
+use super::{TransportConfig, TransportStats, VERSION};
+use crate::peer_auth::{self, Protocol};
 
-type HmacSha256 = Hmac<Sha256>;
-
-pub(super) const CLIENT_MAGIC: &[u8; 4] = b"BRSC";
-pub(super) const SERVER_MAGIC: &[u8; 4] = b"BRSS";
-pub(super) const NONCE_BYTES: usize = 32;
-pub(super) const MAC_BYTES: usize = 32;
-pub(super) const HELLO_BYTES: usize = 4 + 2 + 8 + 8 + NONCE_BYTES;
-pub(super) const CHALLENGE_BYTES: usize = 4 + NONCE_BYTES + MAC_BYTES;
+const CLUSTER: Protocol = Protocol::new(
+    "cluster",
+    VERSION,
+    b"bourse-cluster server",
+    b"bourse-cluster client",
+);
 /// Connections being authenticated at once, beyond one per member.
 const PENDING_CONNECTIONS_MAX: usize = 8;
 /// How often blocked threads look at the stop flag.
@@ -78,49 +63,6 @@ impl HandoffSender {
     }
 }
 
-fn random_nonce() -> io::Result<[u8; NONCE_BYTES]> {
-    let mut nonce = [0u8; NONCE_BYTES];
-    let mut filled = 0;
-    for _ in 0..16 {
-        // SAFETY: writes at most the remaining bytes of our buffer.
-        let got = unsafe {
-            libc::getrandom(nonce[filled..].as_mut_ptr().cast(), NONCE_BYTES - filled, 0)
-        };
-        if got < 0 {
-            let error = io::Error::last_os_error();
-            if error.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(error);
-        }
-        filled += got as usize;
-        if filled == NONCE_BYTES {
-            return Ok(nonce);
-        }
-    }
-    Err(io::Error::other("getrandom returned too little"))
-}
-
-fn handshake_mac(
-    secret: &[u8],
-    label: &[u8],
-    first_nonce: &[u8; NONCE_BYTES],
-    second_nonce: &[u8; NONCE_BYTES],
-    client_id: u64,
-    server_id: u64,
-) -> HmacSha256 {
-    let mut mac = <HmacSha256 as KeyInit>::new_from_slice(secret).expect("HMAC takes any key");
-    mac.update(label);
-    mac.update(first_nonce);
-    mac.update(second_nonce);
-    mac.update(&client_id.to_be_bytes());
-    mac.update(&server_id.to_be_bytes());
-    mac
-}
-
-const SERVER_LABEL: &[u8] = b"bourse-cluster server";
-const CLIENT_LABEL: &[u8] = b"bourse-cluster client";
-
 /// Client side: prove the server knows the secret, then prove we do.
 pub(super) fn client_handshake(
     stream: &mut TcpStream,
@@ -128,96 +70,19 @@ pub(super) fn client_handshake(
     client_id: u64,
     server_id: u64,
 ) -> io::Result<()> {
-    let client_nonce = random_nonce()?;
-    let mut hello = [0u8; HELLO_BYTES];
-    hello[0..4].copy_from_slice(CLIENT_MAGIC);
-    hello[4..6].copy_from_slice(&VERSION.to_be_bytes());
-    hello[6..14].copy_from_slice(&client_id.to_be_bytes());
-    hello[14..22].copy_from_slice(&server_id.to_be_bytes());
-    hello[22..].copy_from_slice(&client_nonce);
-    stream.write_all(&hello)?;
-    let mut challenge = [0u8; CHALLENGE_BYTES];
-    stream.read_exact(&mut challenge)?;
-    if &challenge[0..4] != SERVER_MAGIC {
-        return Err(invalid("not a cluster member's answer"));
-    }
-    let server_nonce: [u8; NONCE_BYTES] = challenge[4..4 + NONCE_BYTES].try_into().expect("32");
-    let server_mac = &challenge[4 + NONCE_BYTES..];
-    handshake_mac(
-        secret,
-        SERVER_LABEL,
-        &client_nonce,
-        &server_nonce,
-        client_id,
-        server_id,
-    )
-    .verify_slice(server_mac)
-    .map_err(|_| invalid("the server does not know the cluster secret"))?;
-    let proof = handshake_mac(
-        secret,
-        CLIENT_LABEL,
-        &server_nonce,
-        &client_nonce,
-        client_id,
-        server_id,
-    )
-    .finalize()
-    .into_bytes();
-    stream.write_all(&proof)
+    peer_auth::client(stream, secret, CLUSTER, client_id, server_id)
 }
 
-/// Server side: answer the challenge, check the client's proof. Returns the client's id.
+/// Server side: answer the challenge of another member calling this one, check its proof.
+/// Returns the client's id.
 pub(super) fn server_handshake(
     stream: &mut TcpStream,
     config: &TransportConfig,
 ) -> io::Result<u64> {
-    let mut hello = [0u8; HELLO_BYTES];
-    stream.read_exact(&mut hello)?;
-    if &hello[0..4] != CLIENT_MAGIC {
-        return Err(invalid("not a cluster hello"));
-    }
-    let version = u16::from_be_bytes([hello[4], hello[5]]);
-    if version != VERSION {
-        return Err(invalid("another cluster protocol version"));
-    }
-    let client_id = u64::from_be_bytes(hello[6..14].try_into().expect("8"));
-    let server_id = u64::from_be_bytes(hello[14..22].try_into().expect("8"));
     let members = config.members.len() as u64;
-    if server_id != config.id || client_id == 0 || client_id > members || client_id == config.id {
-        return Err(invalid(
-            "hello names members that do not match this cluster",
-        ));
-    }
-    let client_nonce: [u8; NONCE_BYTES] = hello[22..].try_into().expect("32");
-    let server_nonce = random_nonce()?;
-    let mac = handshake_mac(
-        &config.secret,
-        SERVER_LABEL,
-        &client_nonce,
-        &server_nonce,
-        client_id,
-        server_id,
-    )
-    .finalize()
-    .into_bytes();
-    let mut challenge = [0u8; CHALLENGE_BYTES];
-    challenge[0..4].copy_from_slice(SERVER_MAGIC);
-    challenge[4..4 + NONCE_BYTES].copy_from_slice(&server_nonce);
-    challenge[4 + NONCE_BYTES..].copy_from_slice(&mac);
-    stream.write_all(&challenge)?;
-    let mut proof = [0u8; MAC_BYTES];
-    stream.read_exact(&mut proof)?;
-    handshake_mac(
-        &config.secret,
-        CLIENT_LABEL,
-        &server_nonce,
-        &client_nonce,
-        client_id,
-        server_id,
-    )
-    .verify_slice(&proof)
-    .map_err(|_| invalid("the client does not know the cluster secret"))?;
-    Ok(client_id)
+    peer_auth::server(stream, &config.secret, CLUSTER, |client, server| {
+        server == config.id && client != 0 && client <= members && client != config.id
+    })
 }
 
 pub(super) struct Acceptor {
