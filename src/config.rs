@@ -224,6 +224,11 @@ pub struct ReplicationConfig {
     /// A standby takes over after this long without hearing from the primary.
     pub takeover_ms: u64,
     pub heartbeat_ms: u64,
+    /// The secret a primary and its standbys share (at least 16 bytes): with one, every
+    /// replication connection is authenticated both ways before a byte of journal moves; or:
+    pub secret: Option<String>,
+    /// a file holding it (trimmed). Neither: the port is not authenticated (as before).
+    pub secret_file: Option<PathBuf>,
 }
 
 impl Default for ReplicationConfig {
@@ -234,6 +239,8 @@ impl Default for ReplicationConfig {
             primary_admin: None,
             takeover_ms: 500,
             heartbeat_ms: 100,
+            secret: None,
+            secret_file: None,
         }
     }
 }
@@ -445,7 +452,21 @@ impl Config {
                     .into(),
             );
         }
+        if self.replication.secret_file.is_none() {
+            // The file is read at start; a secret in the config is checked now.
+            let secret = self.replication.secret.as_deref();
+            crate::peer_auth::read_secret("replication", secret, None)?;
+        } else if self.replication.secret.is_some() {
+            return Err("set replication.secret or replication.secret_file, not both".into());
+        }
         Ok(())
+    }
+
+    /// The legacy replication secret (`[replication] secret` or `secret_file`), if any.
+    pub fn replication_secret(&self) -> Result<Option<Vec<u8>>, String> {
+        let replication = &self.replication;
+        let secret = replication.secret.as_deref();
+        crate::peer_auth::read_secret("replication", secret, replication.secret_file.as_deref())
     }
 
     /// A `[cluster]` of several members: raft replicates the journal (a single member runs alone).

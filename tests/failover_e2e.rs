@@ -468,3 +468,107 @@ fn a_primary_holding_its_batches_refuses_admin_and_defers_a_drop_instead_of_pani
         .any(|(_, m)| matches!(m, Outbound::Canceled(c) if c.reason == b'Z'));
     assert!(canceled, "{replayed:?}");
 }
+
+const PAIR_SECRET: &str = "secret = \"the pair's shared secret\"";
+
+/// Everything the replication port sends `stream` until it closes (a reset counts as closed).
+fn read_all(mut stream: std::net::TcpStream) -> Vec<u8> {
+    use std::io::Read;
+    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut got = Vec::new();
+    let _ = stream.read_to_end(&mut got);
+    got
+}
+
+/// With `[replication] secret` the port that hands out every account's orders answers only a
+/// standby that proves the secret: a plain client saying Hello and a client with another
+/// secret get no byte of journal, a standby with another secret stops with a clear error, and
+/// the standby with the secret follows and takes over.
+#[test]
+fn with_a_replication_secret_only_a_standby_that_knows_it_gets_the_journal() {
+    use bourse::replication::protocol::{AUTH, Frame, VERSION};
+    use std::io::Write;
+    let primary_dir = tempfile::tempdir().unwrap();
+    let group = unique_group();
+    let primary = Venue::start(
+        primary_dir.path(),
+        &config_full(
+            primary_dir.path(),
+            "",
+            group,
+            &format!("heartbeat_ms = 50\n{PAIR_SECRET}"),
+        ),
+    );
+    let mut alice = OuchClient::login(primary.gateway, "ALICE", "alicepw", "", 1, TIMEOUT).unwrap();
+    alice.send(&enter("L1", b'B', 100, 100_000)).unwrap();
+    assert_eq!(alice.recv_messages(2, TIMEOUT).unwrap().len(), 2);
+
+    // A Hello as an unauthenticated standby sends it (padded past the authentication
+    // hello's length, so the refusal comes at once rather than after the timeout).
+    let mut hello = Vec::new();
+    let frame = Frame::Hello {
+        version: VERSION,
+        tail: Vec::new(),
+        day_epoch_unix_ns: 0,
+    };
+    frame.write(&mut hello).unwrap();
+    hello.resize(256, 0);
+    let mut plain = std::net::TcpStream::connect(primary.replication).unwrap();
+    plain.write_all(&hello).unwrap();
+    assert_eq!(
+        read_all(plain),
+        b"",
+        "a Hello without the secret gets nothing"
+    );
+
+    // Another secret: the server's proof does not verify, and what follows gets nothing.
+    let mut wrong = std::net::TcpStream::connect(primary.replication).unwrap();
+    wrong.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let refused =
+        bourse::peer_auth::client(&mut wrong, b"not the pair's secret at all", AUTH, 0, 0);
+    assert!(refused.unwrap_err().to_string().contains("does not know"));
+    let _ = wrong.write_all(&hello);
+    let got = read_all(wrong);
+    assert!(got.is_empty(), "a wrong proof got {} bytes", got.len());
+
+    // A standby configured with another secret stops instead of following or taking over.
+    let wrong_dir = tempfile::tempdir().unwrap();
+    let text = standby_config(wrong_dir.path(), group, primary.replication, primary.admin).replace(
+        "heartbeat_ms = 50",
+        "heartbeat_ms = 50\nsecret = \"another secret, long enough\"",
+    );
+    let config = wrong_dir.path().join("bourse.toml");
+    std::fs::write(&config, text).unwrap();
+    let mut child = std::process::Command::new(common::bourse_binary())
+        .args(["standby", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (status, stderr) = common::exited(&mut child, TIMEOUT).expect("the standby stops");
+    assert!(!status.success());
+    assert!(stderr.contains("failed authentication"), "{stderr}");
+
+    // The standby with the secret follows, and has the order when it takes over.
+    let standby_dir = tempfile::tempdir().unwrap();
+    let text = standby_config(
+        standby_dir.path(),
+        group,
+        primary.replication,
+        primary.admin,
+    )
+    .replace(
+        "heartbeat_ms = 50",
+        &format!("heartbeat_ms = 50\n{PAIR_SECRET}"),
+    );
+    let mut standby = Standby::start(standby_dir.path(), &text);
+    std::thread::sleep(Duration::from_millis(500));
+    primary.kill9();
+    let new_primary = standby
+        .await_takeover(Duration::from_secs(5))
+        .expect("takes over once the primary is gone");
+    let mut again =
+        OuchClient::login(new_primary.gateway, "ALICE", "alicepw", "", 1, TIMEOUT).unwrap();
+    assert_eq!(again.recv_messages(2, TIMEOUT).unwrap().len(), 2);
+}

@@ -170,6 +170,13 @@ impl<F: FeedOut> Daemon<F> {
         let rerequest = RerequestServer::bind(&rerequest, node.itch_stream().clone())
             .and_then(RerequestServer::spawn)
             .map_err(|e| format!("cannot serve re-requests on {}: {e}", config.feed.rerequest))?;
+        let replication_secret = config.replication_secret()?;
+        if replication_secret.is_none() && !config.replication.listen.ip().is_loopback() {
+            tracing::warn!(
+                listen = %config.replication.listen,
+                "replication port reachable beyond this host without [replication] secret: anyone who connects receives the whole journal"
+            );
+        }
         let replication = crate::replication::primary::spawn(
             crate::replication::primary::ReplicationConfig {
                 listen: config.replication.listen,
@@ -179,6 +186,7 @@ impl<F: FeedOut> Daemon<F> {
                     .replication
                     .takeover_ms
                     .max(config.replication.heartbeat_ms * 3),
+                secret: replication_secret,
             },
             node.confirmed_seq_handle(),
         )

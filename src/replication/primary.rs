@@ -9,6 +9,7 @@ use super::protocol::{self, Frame, TAIL_RECORDS_MAX, VERSION};
 use crate::guard::LineBudget;
 use crate::journal::JournalReader;
 use crate::marketdata::ServerHandle;
+use crate::peer_auth;
 use std::io::{self, BufReader, BufWriter, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -27,6 +28,9 @@ pub struct ReplicationConfig {
     pub heartbeat_ms: u64,
     /// Drop a standby that has sent nothing (no ack) for this long.
     pub silence_ms: u64,
+    /// `[replication] secret`: a standby must pass [`crate::peer_auth`] before its Hello is
+    /// read. `None`: anyone who reaches the port may follow.
+    pub secret: Option<Vec<u8>>,
 }
 
 /// Accept standbys on `config.listen`; each confirmation raises `confirmed` (the journal's
@@ -200,6 +204,20 @@ fn follow(
 ) -> io::Result<()> {
     stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(HELLO_TIMEOUT))?;
+    if let Some(secret) = &config.secret {
+        stream.set_write_timeout(Some(HELLO_TIMEOUT))?;
+        let mut auth = stream.try_clone()?;
+        peer_auth::server(&mut auth, secret, protocol::AUTH, |client, server| {
+            (client, server) == (0, 0)
+        })
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("not authenticated (this primary has [replication] secret; a standby needs the same): {e}"),
+            )
+        })?;
+        stream.set_write_timeout(None)?;
+    }
     let mut input = BufReader::new(stream.try_clone()?);
     let mut output = BufWriter::with_capacity(256 << 10, stream.try_clone()?);
     let hello = Frame::read(&mut input).map_err(|e| match e.kind() {

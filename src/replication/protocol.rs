@@ -14,11 +14,22 @@
 //! an old primary journaled that the new primary never had — before following. A tail from an
 //! earlier trading day than the primary's shares nothing with it: the standby starts the
 //! primary's day in a new journal (`crate::days`) and keeps the earlier one.
+//!
+//! With `[replication] secret` on both sides, the connection first passes
+//! [`crate::peer_auth`] ([`AUTH`]: its own labels, ids 0 and 0), then the frames above follow
+//! as before.
 
 use std::io::{self, Read, Write};
 
 /// 2: Hello carries the day epoch of the standby's tail.
 pub const VERSION: u32 = 2;
+/// The authentication that precedes Hello when the primary and standby share a secret.
+pub const AUTH: crate::peer_auth::Protocol = crate::peer_auth::Protocol::new(
+    "replication",
+    1,
+    b"bourse-replication server",
+    b"bourse-replication client",
+);
 /// Records of its tail a standby offers; a divergence deeper than this needs an operator.
 pub const TAIL_RECORDS_MAX: usize = 64;
 /// Largest record payload on the wire (the journal's own bound is checked again on append).

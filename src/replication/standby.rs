@@ -16,7 +16,9 @@ use crate::daemon::admin;
 use crate::daemon::node::Node as Engine;
 use crate::daemon::output::FeedOut;
 use crate::daemon::{Daemon, Listening};
+use crate::guard::LogGate;
 use crate::journal::{JournalReader, truncate_after, verify};
+use crate::peer_auth;
 use crate::sequencer::SystemClock;
 use crate::types::Timestamp;
 use std::io::{self, BufReader, BufWriter, Write};
@@ -85,8 +87,18 @@ struct Link {
 
 /// Connect and handshake; cuts the local journal back to the common record first if needed.
 /// `Ok(None)`: no primary reachable right now (refused, reset, timed out) — try again later.
+/// Failed handshakes, logged a few seconds apart.
+struct HandshakeLog {
+    started: Instant,
+    gate: LogGate,
+}
+
+const HANDSHAKE_LOG_INTERVAL_MS: u64 = 5_000;
+
 fn connect(
     config: &Config,
+    log: &mut HandshakeLog,
+    secret: Option<&[u8]>,
     primary: SocketAddr,
     journal_open: bool,
 ) -> Result<Option<Link>, String> {
@@ -94,13 +106,27 @@ fn connect(
         return Ok(None);
     };
     let local = local_tail(&config.journal.dir)?;
-    let (link, common) = match handshake(stream, &local, config.replication.takeover_ms) {
+    let takeover_ms = config.replication.takeover_ms;
+    let (link, common) = match handshake(stream, secret, &local, takeover_ms) {
         Ok(Handshake::Welcome(link, common)) => (link, common),
         Ok(Handshake::Refused(reason)) => {
             return Err(format!("the primary refused this standby: {reason}"));
         }
+        Ok(Handshake::NotAuthenticated(why)) => {
+            // Never follow (or take over from) a peer that does not prove the secret.
+            return Err(format!(
+                "{primary} failed authentication: {why} (check [replication] secret on both)"
+            ));
+        }
         Err(e) => {
-            tracing::debug!("standby: handshake failed: {e}");
+            // Lines a few seconds apart: the standby retries every few milliseconds.
+            let now_ns = log.started.elapsed().as_nanos() as u64;
+            match log.gate.pass(now_ns, HANDSHAKE_LOG_INTERVAL_MS) {
+                Some(suppressed) => {
+                    tracing::warn!(%primary, suppressed, "standby: handshake with the primary failed: {e}")
+                }
+                None => tracing::debug!(%primary, "standby: handshake failed: {e}"),
+            }
             return Ok(None);
         }
     };
@@ -141,13 +167,31 @@ fn connect(
 enum Handshake {
     Welcome(Link, u64),
     Refused(String),
+    /// The peer answered the authentication with a proof not made with our secret.
+    NotAuthenticated(String),
 }
 
-fn handshake(stream: TcpStream, local: &LocalTail, takeover_ms: u64) -> io::Result<Handshake> {
+fn handshake(
+    stream: TcpStream,
+    secret: Option<&[u8]>,
+    local: &LocalTail,
+    takeover_ms: u64,
+) -> io::Result<Handshake> {
     stream.set_nodelay(true)?;
     // The primary may take a moment to find the common record; the live link then reads
     // with the takeover timeout.
     stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    if let Some(secret) = secret {
+        let mut auth = stream.try_clone()?;
+        auth.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
+        match peer_auth::client(&mut auth, secret, protocol::AUTH, 0, 0) {
+            Ok(()) => auth.set_write_timeout(None)?,
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                return Ok(Handshake::NotAuthenticated(e.to_string()));
+            }
+            Err(e) => return Err(e),
+        }
+    }
     let mut output = BufWriter::new(stream.try_clone()?);
     let mut input = BufReader::with_capacity(256 << 10, stream);
     Frame::Hello {
@@ -308,6 +352,11 @@ pub fn run<F: FeedOut>(
         .primary
         .ok_or("bourse standby needs [replication] primary = \"host:port\"")?;
     let takeover = Duration::from_millis(config.replication.takeover_ms);
+    let secret = config.replication_secret()?;
+    let mut handshake_log = HandshakeLog {
+        started: Instant::now(),
+        gate: LogGate::default(),
+    };
     let mut engine: Option<Engine<SystemClock, F>> = None;
     let mut lag = Lag {
         since: Instant::now(),
@@ -319,7 +368,13 @@ pub fn run<F: FeedOut>(
     let mut fenced_logged = false;
     let mut closed_by_primary = false;
     while !stop.load(Ordering::Relaxed) {
-        if let Some(mut link) = connect(&config, primary, engine.is_some())? {
+        if let Some(mut link) = connect(
+            &config,
+            &mut handshake_log,
+            secret.as_deref(),
+            primary,
+            engine.is_some(),
+        )? {
             let day = crate::days::for_epoch(&config.journal.dir, link.day_epoch_unix_ns)?;
             if engine.as_ref().is_some_and(|e| e.journal_dir() != day) {
                 // The primary started a new trading day: the finished one stays as it is.
