@@ -626,6 +626,43 @@ fn a_flood_of_bad_replication_connections_is_logged_in_a_bounded_number_of_lines
     );
 }
 
+/// Idle connections that never say Hello used to hold the replication port's four follower
+/// slots for the Hello timeout (5 s) each, again and again; a standby arriving then was
+/// refused. Now a newcomer closes the oldest connection that has not said Hello.
+#[test]
+fn idle_connections_do_not_keep_a_standby_off_the_replication_port() {
+    use bourse::replication::protocol::{Frame, VERSION};
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path(), &config_text(dir.path(), ""));
+    let idle: Vec<TcpStream> = (0..4)
+        .map(|_| TcpStream::connect(venue.replication).unwrap())
+        .collect();
+    // Let the accept thread take all four.
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    let mut standby = TcpStream::connect(venue.replication).unwrap();
+    standby.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let hello = Frame::Hello {
+        version: VERSION,
+        tail: Vec::new(),
+        day_epoch_unix_ns: 0,
+    };
+    hello.write(&mut standby).unwrap();
+    let answer = Frame::read(&mut standby).expect("an answer, not a refusal");
+    assert!(matches!(answer, Frame::Welcome { .. }), "{answer:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // The oldest idle connection was closed for it.
+    let mut first = idle.into_iter().next().unwrap();
+    first.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut byte = [0u8; 1];
+    assert!(matches!(first.read(&mut byte), Ok(0) | Err(_)), "closed");
+    assert!(venue.stop().success());
+}
+
 /// The daemon on the common test config, its stderr (at INFO) in a file: (venue, that file).
 fn start_with_log(dir: &std::path::Path) -> (Venue, std::path::PathBuf) {
     let config = dir.join("bourse.toml");

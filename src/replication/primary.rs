@@ -13,7 +13,7 @@ use crate::peer_auth;
 use std::io::{self, BufReader, BufWriter, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -116,6 +116,72 @@ impl PeerLog {
     }
 }
 
+/// One connection being followed (or still saying Hello).
+struct Follower {
+    id: u64,
+    /// Its Hello was read (after the secret was proven, with one): never closed for room.
+    greeted: bool,
+    /// A handle on the socket, to close it from the accept thread.
+    stream: TcpStream,
+}
+
+/// The connections of the follower threads, at most [`STANDBYS_MAX`].
+#[derive(Default)]
+struct Followers {
+    list: Vec<Follower>,
+    next_id: u64,
+    /// Closed for room, their threads not ended yet (bounds the threads at twice the slots).
+    closed_running: usize,
+}
+
+impl Followers {
+    /// A slot for `stream`: when all are taken, the oldest connection that has not said
+    /// Hello yet is closed for it (idle connections must not keep a standby out, as they
+    /// could for the Hello timeout each, again and again). `None`: every slot follows a
+    /// standby, or too many closed threads are still ending.
+    fn admit(&mut self, stream: &TcpStream) -> Option<u64> {
+        if self.list.len() >= STANDBYS_MAX {
+            if self.closed_running >= STANDBYS_MAX {
+                return None;
+            }
+            // Ids grow with time: the first not greeted is the oldest.
+            let oldest = self.list.iter().position(|f| !f.greeted)?;
+            let closed = self.list.remove(oldest);
+            let _ = closed.stream.shutdown(std::net::Shutdown::Both);
+            self.closed_running += 1;
+        }
+        let handle = stream.try_clone().ok()?;
+        let id = self.next_id;
+        self.next_id += 1;
+        self.list.push(Follower {
+            id,
+            greeted: false,
+            stream: handle,
+        });
+        debug_assert!(self.list.len() <= STANDBYS_MAX);
+        Some(id)
+    }
+
+    fn greeted(&mut self, id: u64) {
+        if let Some(f) = self.list.iter_mut().find(|f| f.id == id) {
+            f.greeted = true;
+        }
+    }
+
+    /// Its thread ended: free its slot (or, if it was closed for room, its thread's count).
+    fn ended(&mut self, id: u64) {
+        match self.list.iter().position(|f| f.id == id) {
+            Some(index) => {
+                self.list.remove(index);
+            }
+            None => {
+                assert!(self.closed_running > 0, "a closed connection was counted");
+                self.closed_running -= 1;
+            }
+        }
+    }
+}
+
 fn accept_loop(
     mut poll: mio::Poll,
     listener: mio::net::TcpListener,
@@ -124,19 +190,19 @@ fn accept_loop(
     stop: Arc<AtomicBool>,
 ) {
     let config = Arc::new(config);
-    let followers = Arc::new(AtomicUsize::new(0));
+    let followers = Arc::new(Mutex::new(Followers::default()));
     let log = Arc::new(PeerLog::new());
     let mut events = mio::Events::with_capacity(4);
     while let Some((stream, peer)) = next_standby(&mut poll, &mut events, &listener, &stop) {
-        if followers.load(Ordering::Relaxed) >= STANDBYS_MAX {
+        let admitted = followers.lock().expect("not poisoned").admit(&stream);
+        let Some(id) = admitted else {
             log.warn(
                 peer,
                 format_args!("refused a standby, {STANDBYS_MAX} already follow"),
             );
             continue;
-        }
-        followers.fetch_add(1, Ordering::Relaxed);
-        let (config, confirmed, stop, followers, log) = (
+        };
+        let (config, confirmed, stop, table, log) = (
             config.clone(),
             confirmed.clone(),
             stop.clone(),
@@ -146,13 +212,15 @@ fn accept_loop(
         let spawned = std::thread::Builder::new()
             .name("replication-follower".into())
             .spawn(move || {
-                match follow(stream, &config, &confirmed, &stop) {
+                let greeted = || table.lock().expect("not poisoned").greeted(id);
+                match follow(stream, &config, &confirmed, &stop, greeted) {
                     Ok(()) => tracing::info!(%peer, "replication: standby stream ended"),
                     Err(e) => log.warn(peer, format_args!("standby dropped: {e}")),
                 }
-                followers.fetch_sub(1, Ordering::Relaxed);
+                table.lock().expect("not poisoned").ended(id);
             });
         if let Err(e) = spawned {
+            followers.lock().expect("not poisoned").ended(id);
             tracing::warn!("replication: cannot start a follower thread: {e}");
         }
     }
@@ -201,6 +269,7 @@ fn follow(
     config: &ReplicationConfig,
     confirmed: &Arc<AtomicU64>,
     stop: &AtomicBool,
+    greeted: impl FnOnce(),
 ) -> io::Result<()> {
     stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(HELLO_TIMEOUT))?;
@@ -237,6 +306,7 @@ fn follow(
     else {
         return Err(io::Error::new(io::ErrorKind::InvalidData, "expected Hello"));
     };
+    greeted();
     if version != VERSION {
         Frame::Refused {
             reason: format!("replication version {version} is not {VERSION}"),
