@@ -430,6 +430,86 @@ impl LineBudget {
     }
 }
 
+/// The connections a server's threads are serving, at most `max`, for servers that give each
+/// connection a thread and make room for a newcomer by closing an older one (the replication
+/// port's followers, a cluster member's handshakes). A closed connection's thread ends on its
+/// own; while as many are still ending as there are slots, newcomers are refused, which bounds
+/// the threads at twice `max`.
+pub struct ConnectionSlots<M> {
+    list: Vec<ConnectionSlot<M>>,
+    max: usize,
+    next_id: u64,
+    closed_running: usize,
+}
+
+/// One connection in [`ConnectionSlots`]: its id, what its server knows of it, and a handle
+/// on its socket (to close it from the accepting thread).
+pub struct ConnectionSlot<M> {
+    pub id: u64,
+    pub meta: M,
+    stream: std::net::TcpStream,
+}
+
+impl<M> ConnectionSlots<M> {
+    pub fn new(max: usize) -> ConnectionSlots<M> {
+        assert!(max > 0);
+        ConnectionSlots {
+            list: Vec::with_capacity(max),
+            max,
+            next_id: 0,
+            closed_running: 0,
+        }
+    }
+
+    /// A slot for `stream`. When all are taken, `victim` picks the one to close (slots are in
+    /// the order they were taken, oldest first); `None` from it, or too many closed threads
+    /// still ending, refuses the newcomer (`None`).
+    pub fn admit(
+        &mut self,
+        stream: &std::net::TcpStream,
+        meta: M,
+        victim: impl FnOnce(&[ConnectionSlot<M>]) -> Option<usize>,
+    ) -> Option<u64> {
+        if self.list.len() >= self.max {
+            if self.closed_running >= self.max {
+                return None;
+            }
+            let closed = self.list.remove(victim(&self.list)?);
+            // Its thread sees EOF or an error at once and ends.
+            let _ = closed.stream.shutdown(std::net::Shutdown::Both);
+            self.closed_running += 1;
+        }
+        let stream = stream.try_clone().ok()?;
+        let id = self.next_id;
+        self.next_id += 1;
+        self.list.push(ConnectionSlot { id, meta, stream });
+        debug_assert!(self.list.len() <= self.max);
+        Some(id)
+    }
+
+    /// What the server knows of connection `id`; `None` once it was closed for room.
+    pub fn meta_mut(&mut self, id: u64) -> Option<&mut M> {
+        self.list
+            .iter_mut()
+            .find(|c| c.id == id)
+            .map(|c| &mut c.meta)
+    }
+
+    /// Connection `id`'s thread ended: free its slot (or, if it was closed for room, its
+    /// thread's count).
+    pub fn ended(&mut self, id: u64) {
+        match self.list.iter().position(|c| c.id == id) {
+            Some(index) => {
+                self.list.remove(index);
+            }
+            None => {
+                assert!(self.closed_running > 0, "a closed connection was counted");
+                self.closed_running -= 1;
+            }
+        }
+    }
+}
+
 /// A pre-login connection that may be closed to make room: (its index, source, opened_ns).
 pub type Candidate = (usize, IpAddr, u64);
 
@@ -740,5 +820,45 @@ mod tests {
                 .map(|c| c.0);
             assert_eq!(eviction_victim(&mut table, None), want);
         }
+    }
+
+    #[test]
+    fn connection_slots_close_the_victim_for_a_newcomer_and_bound_the_threads() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        // (client side, server side); the server sides go into the slots.
+        let connect = || {
+            let client = std::net::TcpStream::connect(addr).unwrap();
+            let (server_side, _) = listener.accept().unwrap();
+            (client, server_side)
+        };
+        let mut slots: ConnectionSlots<&str> = ConnectionSlots::new(2);
+        let ((mut a_client, a), (_b_client, b)) = (connect(), connect());
+        assert_eq!(slots.admit(&a, "a", |_| panic!("room")), Some(0));
+        assert_eq!(slots.admit(&b, "b", |_| panic!("room")), Some(1));
+        *slots.meta_mut(1).unwrap() = "b greeted";
+        // Full: the victim the server picks is closed (its client sees EOF).
+        let (_c_client, c) = connect();
+        let id = slots.admit(&c, "c", |list| {
+            assert_eq!(
+                list.iter().map(|s| s.meta).collect::<Vec<_>>(),
+                ["a", "b greeted"]
+            );
+            Some(0)
+        });
+        assert_eq!(id, Some(2));
+        assert!(slots.meta_mut(0).is_none(), "closed for room");
+        let mut byte = [0u8; 1];
+        assert_eq!(std::io::Read::read(&mut a_client, &mut byte).unwrap(), 0);
+        // No victim: the newcomer is refused (no id taken) and nothing is closed.
+        assert_eq!(slots.admit(&connect().1, "d", |_| None), None);
+        // A second closure reaches the bound of closed threads still ending (2): refused.
+        assert_eq!(slots.admit(&connect().1, "e", |_| Some(0)), Some(3));
+        assert_eq!(slots.admit(&connect().1, "f", |_| Some(0)), None);
+        // The closed ones' threads end (ids 0 and 1), then a live one (2): room again.
+        slots.ended(0);
+        slots.ended(1);
+        slots.ended(2);
+        assert_eq!(slots.admit(&connect().1, "g", |_| panic!("room")), Some(4));
     }
 }

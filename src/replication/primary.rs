@@ -6,7 +6,7 @@
 //! "confirmed by standby" number, which the engine reads in `replicated` mode.
 
 use super::protocol::{self, Frame, TAIL_RECORDS_MAX, VERSION};
-use crate::guard::LineBudget;
+use crate::guard::{ConnectionSlots, LineBudget};
 use crate::journal::JournalReader;
 use crate::marketdata::ServerHandle;
 use crate::peer_auth;
@@ -116,71 +116,12 @@ impl PeerLog {
     }
 }
 
-/// One connection being followed (or still saying Hello).
-struct Follower {
-    id: u64,
-    /// Its Hello was read (after the secret was proven, with one): never closed for room.
-    greeted: bool,
-    /// A handle on the socket, to close it from the accept thread.
-    stream: TcpStream,
-}
-
-/// The connections of the follower threads, at most [`STANDBYS_MAX`].
-#[derive(Default)]
-struct Followers {
-    list: Vec<Follower>,
-    next_id: u64,
-    /// Closed for room, their threads not ended yet (bounds the threads at twice the slots).
-    closed_running: usize,
-}
-
-impl Followers {
-    /// A slot for `stream`: when all are taken, the oldest connection that has not said
-    /// Hello yet is closed for it (idle connections must not keep a standby out, as they
-    /// could for the Hello timeout each, again and again). `None`: every slot follows a
-    /// standby, or too many closed threads are still ending.
-    fn admit(&mut self, stream: &TcpStream) -> Option<u64> {
-        if self.list.len() >= STANDBYS_MAX {
-            if self.closed_running >= STANDBYS_MAX {
-                return None;
-            }
-            // Ids grow with time: the first not greeted is the oldest.
-            let oldest = self.list.iter().position(|f| !f.greeted)?;
-            let closed = self.list.remove(oldest);
-            let _ = closed.stream.shutdown(std::net::Shutdown::Both);
-            self.closed_running += 1;
-        }
-        let handle = stream.try_clone().ok()?;
-        let id = self.next_id;
-        self.next_id += 1;
-        self.list.push(Follower {
-            id,
-            greeted: false,
-            stream: handle,
-        });
-        debug_assert!(self.list.len() <= STANDBYS_MAX);
-        Some(id)
-    }
-
-    fn greeted(&mut self, id: u64) {
-        if let Some(f) = self.list.iter_mut().find(|f| f.id == id) {
-            f.greeted = true;
-        }
-    }
-
-    /// Its thread ended: free its slot (or, if it was closed for room, its thread's count).
-    fn ended(&mut self, id: u64) {
-        match self.list.iter().position(|f| f.id == id) {
-            Some(index) => {
-                self.list.remove(index);
-            }
-            None => {
-                assert!(self.closed_running > 0, "a closed connection was counted");
-                self.closed_running -= 1;
-            }
-        }
-    }
-}
+/// The follower threads' connections, at most [`STANDBYS_MAX`]; each knows whether it said
+/// Hello (after the secret was proven, with one). When all are taken, a newcomer closes the
+/// oldest that has not said Hello yet: idle connections must not keep a standby out, as they
+/// could for the Hello timeout each, again and again. Only when every slot follows a standby
+/// is the newcomer refused.
+type Followers = ConnectionSlots<bool>;
 
 fn accept_loop(
     mut poll: mio::Poll,
@@ -190,11 +131,16 @@ fn accept_loop(
     stop: Arc<AtomicBool>,
 ) {
     let config = Arc::new(config);
-    let followers = Arc::new(Mutex::new(Followers::default()));
+    let followers = Arc::new(Mutex::new(Followers::new(STANDBYS_MAX)));
     let log = Arc::new(PeerLog::new());
     let mut events = mio::Events::with_capacity(4);
     while let Some((stream, peer)) = next_standby(&mut poll, &mut events, &listener, &stop) {
-        let admitted = followers.lock().expect("not poisoned").admit(&stream);
+        let admitted = followers
+            .lock()
+            .expect("not poisoned")
+            .admit(&stream, false, |list| {
+                list.iter().position(|greeted| !greeted.meta)
+            });
         let Some(id) = admitted else {
             log.warn(
                 peer,
@@ -212,7 +158,11 @@ fn accept_loop(
         let spawned = std::thread::Builder::new()
             .name("replication-follower".into())
             .spawn(move || {
-                let greeted = || table.lock().expect("not poisoned").greeted(id);
+                let greeted = || {
+                    if let Some(greeted) = table.lock().expect("not poisoned").meta_mut(id) {
+                        *greeted = true;
+                    }
+                };
                 match follow(stream, &config, &confirmed, &stop, greeted) {
                     Ok(()) => tracing::info!(%peer, "replication: standby stream ended"),
                     Err(e) => log.warn(peer, format_args!("standby dropped: {e}")),

@@ -10,13 +10,15 @@
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::{TransportConfig, TransportStats, VERSION};
+use crate::guard::{ConnectionSlots, LineBudget};
 use crate::peer_auth::{self, Protocol};
 
 const CLUSTER: Protocol = Protocol::new(
@@ -93,10 +95,42 @@ pub(super) struct Acceptor {
     pub(super) handoff: HandoffSender,
 }
 
+/// Connections being authenticated (whether each comes from a member's address), at most
+/// members + [`PENDING_CONNECTIONS_MAX`]: when all are taken a newcomer closes the oldest
+/// (from an address that is no member's first), so connections that never finish their
+/// handshake cannot keep a member out, as refusing newcomers did: a member sends its hello at
+/// once and is through in microseconds. Refusals and failed handshakes are logged as a burst,
+/// then about one line a second.
+struct Pending {
+    slots: ConnectionSlots<bool>,
+    log: LineBudget,
+    started: std::time::Instant,
+}
+
+impl Pending {
+    fn warn(&mut self, address: SocketAddr, what: std::fmt::Arguments<'_>) {
+        let now_ns = self.started.elapsed().as_nanos() as u64;
+        if let Some(not_logged) = self.log.pass(now_ns) {
+            tracing::warn!(%address, not_logged, "cluster: {what}");
+        }
+    }
+}
+
+type SharedPending = Arc<Mutex<Pending>>;
+
+fn lock(pending: &SharedPending) -> std::sync::MutexGuard<'_, Pending> {
+    pending.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl Acceptor {
     pub(super) fn run(self) {
-        let pending = Arc::new(AtomicUsize::new(0));
-        let pending_max = self.config.members.len() + PENDING_CONNECTIONS_MAX;
+        let pending: SharedPending = Arc::new(Mutex::new(Pending {
+            slots: ConnectionSlots::new(self.config.members.len() + PENDING_CONNECTIONS_MAX),
+            log: LineBudget::for_peer_events(),
+            started: std::time::Instant::now(),
+        }));
+        let member_ips: Vec<std::net::IpAddr> =
+            self.config.members.iter().map(|m| m.ip()).collect();
         let mut handshakes: Vec<JoinHandle<()>> = Vec::new();
         while !self.stop.load(Ordering::Relaxed) {
             handshakes.retain(|h| !h.is_finished());
@@ -110,37 +144,54 @@ impl Acceptor {
                     continue;
                 }
             };
-            if pending.load(Ordering::Relaxed) >= pending_max {
+            let from_member = member_ips.contains(&address.ip());
+            let admitted = lock(&pending).slots.admit(&stream, from_member, |list| {
+                // The oldest not from a member's address, else the oldest.
+                Some(list.iter().position(|c| !c.meta).unwrap_or(0))
+            });
+            let Some(id) = admitted else {
                 self.stats
                     .rejected_connections
                     .fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(%address, "cluster: connection refused, {pending_max} already being authenticated");
+                lock(&pending).warn(
+                    address,
+                    format_args!("connection refused: closed handshakes still ending"),
+                );
                 continue;
-            }
-            pending.fetch_add(1, Ordering::Relaxed);
+            };
             let (config, stats, handoff) = (
                 self.config.clone(),
                 self.stats.clone(),
                 self.handoff.clone(),
             );
-            let pending = pending.clone();
+            let table = pending.clone();
             let spawned = std::thread::Builder::new()
                 .name("cluster-auth".into())
                 .spawn(move || {
-                    if let Some(peer) =
-                        authenticate_inbound(stream.try_clone(), &config, &stats, address)
-                    {
-                        let _ = handoff.hand_over(Handoff::Inbound {
-                            peer,
-                            stream,
-                            address,
-                        });
+                    let passed = authenticate_inbound(&stream, &config);
+                    match passed {
+                        Ok(peer) => {
+                            tracing::info!(%address, peer, "cluster: member connected");
+                            let _ = handoff.hand_over(Handoff::Inbound {
+                                peer,
+                                stream,
+                                address,
+                            });
+                        }
+                        Err(error) => {
+                            stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
+                            let _ = stream.shutdown(Shutdown::Both);
+                            lock(&table).warn(address, format_args!("connection refused: {error}"));
+                        }
                     }
-                    pending.fetch_sub(1, Ordering::Relaxed);
+                    lock(&table).slots.ended(id);
                 });
             match spawned {
                 Ok(handle) => handshakes.push(handle),
-                Err(e) => tracing::warn!("cluster: cannot start a handshake thread: {e}"),
+                Err(e) => {
+                    lock(&pending).slots.ended(id);
+                    tracing::warn!("cluster: cannot start a handshake thread: {e}");
+                }
             }
         }
         for handshake in handshakes {
@@ -149,33 +200,14 @@ impl Acceptor {
     }
 }
 
-/// The server side of the handshake on an accepted connection; the member's id if it passed
-/// (a refused connection is shut down here, with one log line).
-fn authenticate_inbound(
-    stream: io::Result<TcpStream>,
-    config: &TransportConfig,
-    stats: &TransportStats,
-    address: SocketAddr,
-) -> Option<u64> {
+/// The server side of the handshake on an accepted connection: the member's id if it passed.
+fn authenticate_inbound(stream: &TcpStream, config: &TransportConfig) -> io::Result<u64> {
     let handshake = Duration::from_millis(config.handshake_timeout_ms.max(1));
-    let mut stream = stream.ok()?;
-    let passed = stream
-        .set_nonblocking(false)
-        .and_then(|()| stream.set_read_timeout(Some(handshake)))
-        .and_then(|()| stream.set_write_timeout(Some(handshake)))
-        .and_then(|()| server_handshake(&mut stream, config));
-    match passed {
-        Ok(peer) => {
-            tracing::info!(%address, peer, "cluster: member connected");
-            Some(peer)
-        }
-        Err(error) => {
-            stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(%address, "cluster: connection refused: {error}");
-            let _ = stream.shutdown(Shutdown::Both);
-            None
-        }
-    }
+    let mut stream = stream.try_clone()?;
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(handshake))?;
+    stream.set_write_timeout(Some(handshake))?;
+    server_handshake(&mut stream, config)
 }
 
 /// Keeps one authenticated connection to `peer` in the loop's hands: connects (backing off

@@ -105,6 +105,42 @@ fn members_exchange_messages_and_large_appends() {
     assert!(!first.send(append(1, 9, 1), 0), "no member 9");
 }
 
+/// Connections that never finish their handshake (silent, each held for the handshake
+/// timeout) used to fill the slots and get every newcomer refused, a member included, for as
+/// long as someone kept opening them (the cluster audit kept a restarted member out for 12 s).
+/// A newcomer now closes the oldest: the member gets through at once.
+#[test]
+fn silent_connections_do_not_keep_a_member_out() {
+    let (mut listeners, addresses) = listeners(2);
+    let mut patient = config(2, &addresses, SECRET);
+    patient.handshake_timeout_ms = 10_000;
+    let mut second = Transport::spawn(listeners.pop().expect("l"), patient).expect("spawn 2");
+    // Twice the slots (2 members + 8), none of which ever says a word.
+    let silent: Vec<TcpStream> = (0..20)
+        .map(|_| TcpStream::connect(addresses[1]).expect("connect"))
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    let mut first = Transport::spawn(listeners.pop().expect("l"), config(1, &addresses, SECRET))
+        .expect("spawn 1");
+    let deadline = started + Duration::from_secs(3);
+    loop {
+        assert!(first.recv_timeout(Duration::from_millis(10)).is_none());
+        first.send(append(1, 2, 10), 1);
+        first.flush();
+        if second.recv_timeout(Duration::from_millis(50)).is_some() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "member 1 kept out");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(silent);
+}
+
 /// A member configured with another secret neither receives from nor delivers to the others.
 #[test]
 fn a_member_without_the_secret_gets_nothing() {
