@@ -73,9 +73,10 @@ enum Command {
         /// line) and apply the journal's tail: the same digests as a full replay.
         #[arg(long)]
         from_snapshot: bool,
-        /// Write a snapshot into the day's `snapshots/` every N inputs (as `[snapshot]
-        /// every_inputs` does in the daemon; keeps the newest 3).
-        #[arg(long, value_name = "N", conflicts_with = "no_digest")]
+        /// Write a snapshot into the day's `snapshots/` every N inputs, N at least 1 (as
+        /// `[snapshot] every_inputs` does in the daemon; keeps the day's newest 3 by record,
+        /// those already there included).
+        #[arg(long, value_name = "N", conflicts_with = "no_digest", value_parser = clap::value_parser!(u64).range(1..))]
         write_snapshots_every: Option<u64>,
     },
     /// Send an operator command to a running daemon (its [admin] listen address).
@@ -130,6 +131,8 @@ fn main() -> ExitCode {
             from_snapshot,
             write_snapshots_every,
         } => {
+            // Damaged snapshots skipped by --from-snapshot are logged (stderr).
+            init_logging(log_format);
             let options = ReplayFlags {
                 no_digest,
                 from_snapshot,
@@ -260,7 +263,7 @@ fn replay(
         from_snapshot: flags.from_snapshot,
         write_snapshots: flags
             .write_snapshots_every
-            .map(|n| bourse::snapshot::Schedule::new(n.max(1), 0)),
+            .map(|n| bourse::snapshot::Schedule::new(n, 0)),
     };
     let report = bourse::replay::replay_with(journal, options, |done| {
         bar.set_message(format!("{done} inputs"))

@@ -505,7 +505,6 @@ impl State {
     }
 
     fn read_journal(&mut self) {
-        use crate::sequencer::record::{KIND_ADMIN, KIND_NOOP, KIND_OUCH, KIND_START_OF_DAY};
         if self.journal_failed {
             return;
         }
@@ -531,14 +530,7 @@ impl State {
                     break;
                 }
             };
-            let kind = match record.kind {
-                KIND_START_OF_DAY => "start_of_day",
-                KIND_OUCH => "ouch",
-                KIND_ADMIN => "admin",
-                crate::sequencer::record::KIND_TICK => "tick",
-                KIND_NOOP => "leader_change",
-                _ => "other",
-            };
+            let kind = crate::sequencer::record::kind_name(record.kind).unwrap_or("other");
             *self.inputs.entry(kind).or_default() += 1;
             self.journal_bytes +=
                 crate::journal::record::record_span_bytes(record.payload.len() as u64);

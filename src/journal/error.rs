@@ -147,7 +147,7 @@ impl fmt::Display for JournalError {
             ),
             MissingSegment { path, reason } => write!(
                 f,
-                "{}: segment file missing ({reason}); refusing to start without it (restart with --truncate-corrupt-tail to continue from the last intact record)",
+                "{}: segment file missing ({reason}); the journal ends before it (`bourse run --truncate-corrupt-tail` continues from the last intact record)",
                 path.display()
             ),
             DamagedTail {
@@ -158,7 +158,7 @@ impl fmt::Display for JournalError {
                 durable_seq,
             } => write!(
                 f,
-                "{}: damaged at byte offset {offset_bytes}: {reason}, at record {seq}, but records through {durable_seq} were durable (not a torn tail); refusing to cut them (restart with --truncate-corrupt-tail to drop records {seq}..={durable_seq} and anything after)",
+                "{}: damaged at byte offset {offset_bytes}: {reason}, at record {seq}, but records through {durable_seq} were durable (not a torn tail: not cut without an operator; `bourse run --truncate-corrupt-tail` drops records {seq}..={durable_seq} and anything after)",
                 path.display()
             ),
             RecordTooLarge {

@@ -35,6 +35,20 @@ pub const KIND_TICK: u8 = 4;
 pub const KIND_NOOP: u8 = 5;
 pub const KIND_DISCONNECT: u8 = 6;
 
+/// A record kind's name (metrics labels, the journal tools); `None` for a kind this build
+/// does not know.
+pub fn kind_name(kind: u8) -> Option<&'static str> {
+    Some(match kind {
+        KIND_START_OF_DAY => "start_of_day",
+        KIND_OUCH => "ouch",
+        KIND_ADMIN => "admin",
+        KIND_TICK => "tick",
+        KIND_NOOP => "leader_change",
+        KIND_DISCONNECT => "disconnect",
+        _ => return None,
+    })
+}
+
 /// Longest admin record payload (cancel-all: operation, account, locate).
 pub const ADMIN_RECORD_BYTES_MAX: usize = 5;
 

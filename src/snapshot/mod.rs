@@ -469,7 +469,20 @@ pub fn prune(journal_dir: &Path, keep: usize, written: u64) {
         );
         let _ = std::fs::remove_file(path);
     }
-    for (_, path) in current.into_iter().skip(keep) {
+    remove_all_but_newest(journal_dir, current, keep);
+}
+
+/// After an offline writer (`bourse replay --write-snapshots-every`) wrote a snapshot of the
+/// journal as it stands: keep the `keep` newest of all, later ones included (they follow the
+/// same records: replay cuts nothing), and remove stray temporary files.
+pub fn prune_offline(journal_dir: &Path, keep: usize) {
+    remove_all_but_newest(journal_dir, list(journal_dir), keep);
+}
+
+/// Remove all but the first `keep` of `newest_first` (as [`list`] orders them) and stray
+/// temporary files.
+fn remove_all_but_newest(journal_dir: &Path, newest_first: Vec<(u64, PathBuf)>, keep: usize) {
+    for (_, path) in newest_first.into_iter().skip(keep) {
         let _ = std::fs::remove_file(path);
     }
     if let Ok(entries) = std::fs::read_dir(dir_of(journal_dir)) {
@@ -868,6 +881,26 @@ mod tests {
         assert!(record_fingerprint(day, 30, Some(Timestamp(1_030))).is_err());
         assert!(record_fingerprint(day, 30, Some(Timestamp(5_030))).is_ok());
         assert!(record_fingerprint(day, 41, None).is_err());
+    }
+
+    /// `bourse replay --write-snapshots-every` on a day that has later snapshots already:
+    /// they follow the same records (replay cuts nothing), so they are the newest to keep, not
+    /// stale ones to remove as the daemon's writer would.
+    #[test]
+    fn an_offline_writer_keeps_the_newest_snapshots_later_ones_included() {
+        let temp = tempfile::tempdir().unwrap();
+        let day = temp.path();
+        journal_of(day, 40, 1_000);
+        for seq in [10u64, 20, 30, 40] {
+            write_atomic(day, &following(day, seq)).unwrap();
+        }
+        prune_offline(day, 3);
+        let kept: Vec<u64> = list(day).iter().map(|s| s.0).collect();
+        assert_eq!(kept, [40, 30, 20]);
+        // The daemon's rule, for contrast: written 20, so 30 and 40 follow cut records.
+        prune(day, 3, 20);
+        let kept: Vec<u64> = list(day).iter().map(|s| s.0).collect();
+        assert_eq!(kept, [20]);
     }
 
     #[test]

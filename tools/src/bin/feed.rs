@@ -96,6 +96,18 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             other => return Err(format!("feed.group {other} is not IPv4")),
         },
     };
+    if !group.ip().is_multicast() {
+        return Err(format!("{group} is not a multicast group (224.0.0.0/4)"));
+    }
+    if let Some(symbol) = &cli.symbol
+        && !config.symbols.iter().any(|s| &s.symbol == symbol)
+    {
+        let known: Vec<&str> = config.symbols.iter().map(|s| s.symbol.as_str()).collect();
+        return Err(format!(
+            "--symbol {symbol} is not in the config (its symbols: {}); give the venue's config with --config",
+            known.join(", ")
+        ));
+    }
     let glimpse = if cli.glimpse {
         let first = config.accounts.first();
         let user = cli
@@ -204,7 +216,11 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 }
             );
             if check {
-                if feed.violations.is_empty() {
+                if feed.stats.packets == 0 {
+                    // Silence proves nothing: wrong group or interface, or no venue.
+                    println!("check FAILED: no packet received from {group}");
+                    Ok(ExitCode::from(1))
+                } else if feed.violations.is_empty() {
                     println!(
                         "check ok: messages {}..{} in order, every book consistent",
                         feed.stats.first_seq,

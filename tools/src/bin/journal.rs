@@ -3,9 +3,7 @@
 use bourse::exchange::Command as Cmd;
 use bourse::journal::{JournalReader, verify};
 use bourse::replay;
-use bourse::sequencer::record::{
-    self, DayHeader, KIND_ADMIN, KIND_OUCH, KIND_START_OF_DAY, KIND_TICK,
-};
+use bourse::sequencer::record::{self, DayHeader, KIND_OUCH, KIND_START_OF_DAY};
 use bourse_tools::{samples, show};
 use clap::{Parser, Subcommand};
 use std::collections::BTreeMap;
@@ -49,8 +47,8 @@ enum Command {
         /// quantcup, exchange-core, deep-book, sweep or realistic.
         #[arg(long, default_value = "exchange-core")]
         workload: String,
-        /// Operations to generate.
-        #[arg(long, default_value_t = 1_000_000)]
+        /// Operations to generate (at least 1).
+        #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u32).range(1..))]
         ops: u32,
         #[arg(long, default_value_t = 42)]
         seed: u64,
@@ -203,13 +201,7 @@ fn stats(dir: &Path) -> Result<(), String> {
         first_ts.get_or_insert(r.timestamp.0);
         last_ts = r.timestamp.0;
         bytes += r.payload.len() as u64;
-        let name = match r.kind {
-            KIND_START_OF_DAY => "start of day",
-            KIND_OUCH => "ouch",
-            KIND_ADMIN => "admin",
-            KIND_TICK => "tick",
-            _ => "unknown",
-        };
+        let name = bourse::sequencer::record::kind_name(r.kind).unwrap_or("unknown");
         *kinds.entry(name).or_default() += 1;
         if r.kind == KIND_OUCH && r.payload.len() > 2 {
             *ouch.entry(r.payload[2] as char).or_default() += 1;
