@@ -452,6 +452,12 @@ impl Config {
                     .into(),
             );
         }
+        if self.feed.ttl > 255 {
+            return Err(format!(
+                "feed.ttl {} is out of range: an IP TTL is 0..=255 (0 keeps packets on this host)",
+                self.feed.ttl
+            ));
+        }
         if self.replication.secret_file.is_none() {
             // The file is read at start; a secret in the config is checked now.
             let secret = self.replication.secret.as_deref();
@@ -477,6 +483,14 @@ impl Config {
     /// The bounds that keep hostile clients from taking a port (issue 12): each at least 1.
     fn check_hostile_limits(&self) -> Result<(), String> {
         let at_least_one = [
+            (
+                "gateway.max_connections",
+                u64::from(self.gateway.max_connections),
+            ),
+            ("gateway.heartbeat_ms", self.gateway.heartbeat_ms),
+            ("gateway.client_timeout_ms", self.gateway.client_timeout_ms),
+            ("replication.takeover_ms", self.replication.takeover_ms),
+            ("replication.heartbeat_ms", self.replication.heartbeat_ms),
             (
                 "gateway.max_pending_logins",
                 u64::from(self.gateway.max_pending_logins),
@@ -714,6 +728,32 @@ mod tests {
         }
         let dotted = base.replacen("symbol = \"X\"", "symbol = \"BRK.B\"", 1);
         Config::parse(&dotted, "t").expect("punctuation is not padding");
+    }
+
+    /// Zero where a zero stops the venue working (every connection refused, sessions dropped
+    /// at once, a standby taking over on every scheduling hiccup) is refused naming the key;
+    /// a TTL the kernel refuses is caught before the feed fails to open.
+    #[test]
+    fn zero_bounds_and_timers_and_an_impossible_ttl_are_refused() {
+        let base = "[[accounts]]\nusername = \"AB\"\npassword = \"p\"\nfirm = \"F\"\n\
+                    [[symbols]]\nsymbol = \"X\"\ntick = 1\n";
+        for (section, key) in [
+            ("gateway", "max_connections"),
+            ("gateway", "heartbeat_ms"),
+            ("gateway", "client_timeout_ms"),
+            ("replication", "takeover_ms"),
+            ("replication", "heartbeat_ms"),
+        ] {
+            let text = format!("[{section}]\n{key} = 0\n{base}");
+            let error = Config::parse(&text, "t").unwrap_err().to_string();
+            assert!(
+                error.contains(&format!("{section}.{key} must be at least 1")),
+                "{error}"
+            );
+        }
+        let error = Config::parse(&format!("[feed]\nttl = 256\n{base}"), "t").unwrap_err();
+        assert!(error.to_string().contains("feed.ttl"), "{error}");
+        Config::parse(&format!("[feed]\nttl = 0\n{base}"), "t").expect("0: this host only");
     }
 
     #[test]
