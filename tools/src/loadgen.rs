@@ -90,6 +90,9 @@ pub struct Report {
     pub rejects: Vec<(u8, u64)>,
     /// Enter Orders that got neither Accepted nor Rejected by the end of the drain.
     pub unanswered: u64,
+    /// Replies about orders of earlier runs on the same accounts (executions and cancels of
+    /// what they left resting): the venue's business, not this run's errors.
+    pub other_runs: u64,
     pub errors: Vec<String>,
     pub interrupted: bool,
     pub open_loop: bool,
@@ -174,6 +177,12 @@ impl Report {
             self.unanswered,
             self.errors.len()
         ));
+        if self.other_runs > 0 {
+            out.push_str(&format!(
+                "replies about earlier runs' orders (not errors): {}\n",
+                self.other_runs
+            ));
+        }
         for e in self.errors.iter().take(10) {
             out.push_str(&format!("  error: {e}\n"));
         }
@@ -251,10 +260,18 @@ pub fn id_of(tag: [u8; 4], t: &Token) -> Option<u32> {
 
 /// A run tag from the wall clock: base-36 of the second of the day, so runs on one day differ.
 pub fn default_run_tag() -> [u8; 4] {
-    let secs = std::time::SystemTime::now()
+    run_tag_at(unix_now().as_secs())
+}
+
+/// The time since the Unix epoch (zero if the clock is before it).
+pub fn unix_now() -> Duration {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+        .unwrap_or_default()
+}
+
+/// The run tag of second `secs`: four base-36 digits, repeating every ~19 days.
+pub fn run_tag_at(secs: u64) -> [u8; 4] {
     let mut v = secs % (36u64.pow(4));
     let mut tag = [b'0'; 4];
     for b in tag.iter_mut().rev() {
@@ -622,6 +639,8 @@ struct Receiver<'a> {
     exec_seen: Vec<bool>,
     rejects: [u64; 256],
     errors: Vec<String>,
+    /// Replies for tokens of another run's tag (see [`Report::other_runs`]).
+    other_runs: u64,
     closed: Vec<bool>,
 }
 
@@ -750,8 +769,13 @@ impl Receiver<'_> {
         }
     }
 
-    /// The order id of a token of this run, or an error counted.
+    /// The order id of a token of this run; another run's token is counted, anything else
+    /// is an error.
     fn id(&mut self, t: &Token) -> Option<usize> {
+        if t.0[..4] != self.tag {
+            self.other_runs += 1;
+            return None;
+        }
         let id = id_of(self.tag, t)
             .map(|id| id as usize)
             .filter(|&id| id < self.slots.kind.len());
@@ -876,10 +900,17 @@ pub fn run(
                     exec_seen: vec![false; slots.kind.len()],
                     rejects: [0; 256],
                     errors: Vec::new(),
+                    other_runs: 0,
                     closed: vec![false; readers.len()],
                 };
                 receiver.run(readers, busy, &finish);
-                (receiver.hists, receiver.rejects, receiver.errors)
+                let other_runs = receiver.other_runs;
+                (
+                    receiver.hists,
+                    receiver.rejects,
+                    receiver.errors,
+                    other_runs,
+                )
             })
             .map_err(|e| format!("spawn receiver: {e}"))?
     };
@@ -914,7 +945,7 @@ pub fn run(
     // A little longer for cancels and executions that trail the last Accepted.
     std::thread::sleep(Duration::from_millis(50).min(options.drain));
     finish.store(true, Ordering::Release);
-    let (hists, received_rejects, received_errors) =
+    let (hists, received_rejects, received_errors, other_runs) =
         receiver.join().map_err(|_| "the receiver panicked")?;
     for s in sent.sessions.iter_mut() {
         let mut b = [0u8; 8];
@@ -937,6 +968,7 @@ pub fn run(
         seconds: sent.seconds,
         rejects,
         unanswered: enters.saturating_sub(answers.enters()),
+        other_runs,
         errors,
         interrupted: stop.load(Ordering::Relaxed),
         open_loop: options.window.is_none(),

@@ -50,10 +50,17 @@ impl TokenSource {
         TokenSource { prefix, next: 1 }
     }
 
-    /// `C` + the load generator's clock-derived tag: differs between runs on one day.
+    /// `C` + the load generator's tag of this second, and a counter starting at this
+    /// millisecond times a million: runs on one day differ unless they start in the same
+    /// millisecond (two runs in one second, as scripts do, used to reuse each other's tokens,
+    /// and the venue ignored the second run's orders as duplicates).
     pub fn from_clock() -> TokenSource {
-        let tag = crate::loadgen::default_run_tag();
-        TokenSource::new([b'C', tag[0], tag[1], tag[2], tag[3]])
+        let now = crate::loadgen::unix_now();
+        let tag = crate::loadgen::run_tag_at(now.as_secs());
+        TokenSource {
+            prefix: [b'C', tag[0], tag[1], tag[2], tag[3]],
+            next: u64::from(now.subsec_millis()) * 1_000_000 + 1,
+        }
     }
 
     pub fn next_token(&mut self) -> Token {

@@ -446,3 +446,68 @@ fn client_script_enters_replaces_and_cancels() {
     );
     assert!(!out.stdout.contains("! "), "{}", out.stdout);
 }
+
+/// A second load run on the same accounts and day gets the executions and cancels of what the
+/// first left resting: counted on their own line, not errors (the tools audit saw exit 1 and
+/// hundreds of "reply for a token this run never sent").
+#[test]
+fn a_second_loadgen_run_counts_earlier_runs_replies_apart_from_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path());
+    let run_with = |tag: &str| {
+        let tag = tag.to_string();
+        let extra: [&dyn std::fmt::Display; 9] = [
+            &"--rate",
+            &2_000,
+            &"--duration",
+            &1,
+            &"--resting",
+            &200,
+            &"--run-tag",
+            &tag,
+            &"--quiet",
+        ];
+        loadgen_report(&venue, &extra).0
+    };
+    let first = run_with("RUNA");
+    assert!(!first.contains("earlier runs"), "{first}");
+    let second = run_with("RUNB");
+    assert!(
+        second.contains("replies about earlier runs' orders (not errors):"),
+        "{second}"
+    );
+}
+
+/// Two scripted clients started in one second make up different tokens: the second one's
+/// order is answered, not ignored as the first one's duplicate.
+#[test]
+fn client_runs_in_one_second_make_up_different_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = Venue::start(dir.path());
+    let mut outputs = Vec::new();
+    for _ in 0..2 {
+        let out = run(
+            CLIENT,
+            &args(&[
+                &"--config",
+                &venue.config.display(),
+                &"--gateway",
+                &venue.gateway,
+                &"--user",
+                &"BOB",
+            ]),
+            Some("buy 100 AAPL 1.00\nwait 1 2000\n"),
+            LIMIT,
+        );
+        assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+        assert!(out.stdout.contains("Accepted"), "{}", out.stdout);
+        outputs.push(out.stdout);
+    }
+    let token = |out: &str| {
+        out.lines()
+            .find(|l| l.contains("Enter "))
+            .and_then(|l| l.split_whitespace().nth(2).map(str::to_string))
+            .unwrap_or_else(|| panic!("no Enter line in\n{out}"))
+    };
+    assert_ne!(token(&outputs[0]), token(&outputs[1]));
+}

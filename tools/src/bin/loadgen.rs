@@ -44,8 +44,8 @@ struct Cli {
     /// Open loop: orders per second (every op counts: enter, cancel, replace).
     #[arg(long, default_value_t = 10_000)]
     rate: u64,
-    /// Closed loop instead: at most this many Enter Orders awaiting their answer.
-    #[arg(long)]
+    /// Closed loop instead: at most this many Enter Orders awaiting their answer (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     window: Option<u32>,
     /// Seconds of sending.
     #[arg(long, default_value_t = 10.0)]
@@ -122,6 +122,11 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
     }
     if cli.duration <= 0.0 || cli.rate == 0 {
         return Err("--duration and --rate must be positive".into());
+    }
+    // Output files are opened (created) now: a path that cannot be written fails before the
+    // run, not after it.
+    for path in [&cli.hist, &cli.plot].into_iter().flatten() {
+        std::fs::File::create(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     let options = Options {
         gateway: cli.gateway.unwrap_or(config.gateway.listen),
