@@ -53,6 +53,7 @@ use std::time::{Duration, Instant};
 const STEPS_PER_TURN_MAX: usize = 4096;
 /// A member that could not bind a serving port tries again after this long.
 const SERVE_RETRY_NS: u64 = 100_000_000;
+const SERVE_LOG_INTERVAL_MS: u64 = 5_000;
 /// The background journal sync runs at most this often. A sync per loop turn (10,000 a second
 /// at 10k orders/s) took a quarter of a member's CPU for no one's benefit: what `quorum`
 /// promises rests on the majority's mappings; the disk catches up within this interval.
@@ -81,6 +82,9 @@ pub(super) struct Member<F: FeedOut> {
     glimpse: GlimpseConfig,
     requester: SnapshotRequester,
     step_log: LogGate,
+    /// A leader that cannot bind its serving ports retries every [`SERVE_RETRY_NS`]: a line
+    /// at the first failure, then one every [`SERVE_LOG_INTERVAL_MS`] counting the rest.
+    serve_log: LogGate,
     /// A leader's appends: at once to the followers a majority needs, the others' held.
     majority_first: MajorityFirst,
     /// Scratch for the followers' progress (no allocation per turn).
@@ -200,6 +204,7 @@ impl<F: FeedOut> Daemon<F> {
             glimpse,
             requester,
             step_log: LogGate::default(),
+            serve_log: LogGate::default(),
             majority_first: MajorityFirst::new(
                 cluster.members.len(),
                 cluster.minority_append_delay_us.saturating_mul(1_000),
@@ -421,7 +426,9 @@ impl<F: FeedOut> Daemon<F> {
         ) {
             Ok(gateway) => gateway,
             Err(e) => {
-                tracing::warn!(listen = %self.config.gateway.listen, "cluster: leading, but cannot listen for order entry yet: {e}");
+                if let Some(retries) = member.serve_log.pass(now_ns, SERVE_LOG_INTERVAL_MS) {
+                    tracing::error!(listen = %self.config.gateway.listen, retries, "cluster: leading, but cannot listen for order entry yet: {e}");
+                }
                 return;
             }
         };
@@ -432,14 +439,18 @@ impl<F: FeedOut> Daemon<F> {
         ) {
             Ok(server) => server,
             Err(e) => {
-                tracing::warn!(listen = %member.rerequest.listen, "cluster: leading, but cannot bind the re-request server yet: {e}");
+                if let Some(retries) = member.serve_log.pass(now_ns, SERVE_LOG_INTERVAL_MS) {
+                    tracing::error!(listen = %member.rerequest.listen, retries, "cluster: leading, but cannot bind the re-request server yet: {e}");
+                }
                 return;
             }
         };
         let glimpse = match GlimpseServer::spawn(member.glimpse.clone(), member.requester.clone()) {
             Ok(server) => server,
             Err(e) => {
-                tracing::warn!(listen = %member.glimpse.listen, "cluster: leading, but cannot bind the GLIMPSE server yet: {e}");
+                if let Some(retries) = member.serve_log.pass(now_ns, SERVE_LOG_INTERVAL_MS) {
+                    tracing::error!(listen = %member.glimpse.listen, retries, "cluster: leading, but cannot bind the GLIMPSE server yet: {e}");
+                }
                 return;
             }
         };
