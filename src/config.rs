@@ -180,7 +180,7 @@ impl Default for FeedConfig {
             snapshot_stall_timeout_ms: 5_000,
             snapshot_max_connections: 8,
             snapshot_max_per_source: 4,
-            snapshot_max_per_account: 2,
+            snapshot_max_per_account: 4,
         }
     }
 }

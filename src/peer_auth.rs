@@ -5,8 +5,8 @@
 //!
 //! | step | bytes |
 //! |---|---|
-//! | client → server | `BRSC`, version u16, client id u64, server id u64, client nonce [32] |
-//! | server → client | `BRSS`, server nonce [32], HMAC(secret, server label · client nonce · server nonce · client id · server id) |
+//! | client → server | `BRSC`, version u16, client id u64, server id u64, client nonce (32 bytes) |
+//! | server → client | `BRSS`, server nonce (32 bytes), HMAC(secret, server label · client nonce · server nonce · client id · server id) |
 //! | client → server | HMAC(secret, client label · server nonce · client nonce · client id · server id) |
 //!
 //! (integers big-endian; the labels name the protocol, so a proof made for one is worth

@@ -403,6 +403,20 @@ fn feed_starts_from_a_glimpse_snapshot() {
     assert!(!out.stdout.contains("snapshot 0 "), "{}", out.stdout);
 }
 
+/// `bourse-client` as `user` on `venue`, fed `script` on stdin.
+fn client_script(venue: &Venue, user: &str, script: &str) -> common::Output {
+    let config = venue.config.display();
+    let list: [&dyn std::fmt::Display; 6] = [
+        &"--config",
+        &config,
+        &"--gateway",
+        &venue.gateway,
+        &"--user",
+        &user,
+    ];
+    run(CLIENT, &args(&list), Some(script), LIMIT)
+}
+
 #[test]
 fn client_script_enters_replaces_and_cancels() {
     let dir = tempfile::tempdir().unwrap();
@@ -414,19 +428,7 @@ fn client_script_enters_replaces_and_cancels() {
         wait 1\n\
         cancel T2\n\
         wait 1\n";
-    let out = run(
-        CLIENT,
-        &args(&[
-            &"--config",
-            &venue.config.display(),
-            &"--gateway",
-            &venue.gateway,
-            &"--user",
-            &"BOB",
-        ]),
-        Some(script),
-        LIMIT,
-    );
+    let out = client_script(&venue, "BOB", script);
     assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
     let lines: Vec<&str> = out.stdout.lines().collect();
     let find = |needle: &str| {
@@ -486,19 +488,7 @@ fn client_runs_in_one_second_make_up_different_tokens() {
     let venue = Venue::start(dir.path());
     let mut outputs = Vec::new();
     for _ in 0..2 {
-        let out = run(
-            CLIENT,
-            &args(&[
-                &"--config",
-                &venue.config.display(),
-                &"--gateway",
-                &venue.gateway,
-                &"--user",
-                &"BOB",
-            ]),
-            Some("buy 100 AAPL 1.00\nwait 1 2000\n"),
-            LIMIT,
-        );
+        let out = client_script(&venue, "BOB", "buy 100 AAPL 1.00\nwait 1 2000\n");
         assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
         assert!(out.stdout.contains("Accepted"), "{}", out.stdout);
         outputs.push(out.stdout);
