@@ -495,16 +495,18 @@ impl<M> ConnectionSlots<M> {
             .map(|c| &mut c.meta)
     }
 
-    /// Connection `id`'s thread ended: free its slot (or, if it was closed for room, its
-    /// thread's count).
-    pub fn ended(&mut self, id: u64) {
+    /// Connection `id`'s thread is done with it: free its slot (or, if it was closed for
+    /// room, its thread's count). Whether it was still open (not closed for room).
+    pub fn ended(&mut self, id: u64) -> bool {
         match self.list.iter().position(|c| c.id == id) {
             Some(index) => {
                 self.list.remove(index);
+                true
             }
             None => {
                 assert!(self.closed_running > 0, "a closed connection was counted");
                 self.closed_running -= 1;
+                false
             }
         }
     }
@@ -856,9 +858,9 @@ mod tests {
         assert_eq!(slots.admit(&connect().1, "e", |_| Some(0)), Some(3));
         assert_eq!(slots.admit(&connect().1, "f", |_| Some(0)), None);
         // The closed ones' threads end (ids 0 and 1), then a live one (2): room again.
-        slots.ended(0);
-        slots.ended(1);
-        slots.ended(2);
+        assert!(!slots.ended(0), "closed for room");
+        assert!(!slots.ended(1), "closed for room");
+        assert!(slots.ended(2), "still open");
         assert_eq!(slots.admit(&connect().1, "g", |_| panic!("room")), Some(4));
     }
 }

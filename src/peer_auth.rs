@@ -62,6 +62,12 @@ fn invalid(what: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what)
 }
 
+/// A proof that does not verify: the peer answered in this protocol with another secret
+/// (`PermissionDenied`, so callers can tell it from bytes of another protocol).
+fn not_proven(what: String) -> io::Error {
+    io::Error::new(io::ErrorKind::PermissionDenied, what)
+}
+
 fn random_nonce() -> io::Result<[u8; NONCE_BYTES]> {
     let mut nonce = [0u8; NONCE_BYTES];
     getrandom::fill(&mut nonce).map_err(|e| io::Error::other(format!("random bytes: {e}")))?;
@@ -110,7 +116,7 @@ pub fn client(
     mac(secret, protocol.server_label, nonces, client_id, server_id)
         .verify_slice(&challenge[4 + NONCE_BYTES..])
         .map_err(|_| {
-            invalid(format!(
+            not_proven(format!(
                 "the server does not know the {} secret",
                 protocol.name
             ))
@@ -167,7 +173,7 @@ pub fn server(
     mac(secret, protocol.client_label, nonces, client_id, server_id)
         .verify_slice(&proof)
         .map_err(|_| {
-            invalid(format!(
+            not_proven(format!(
                 "the client does not know the {} secret",
                 protocol.name
             ))
@@ -255,11 +261,9 @@ mod tests {
             |s| server(s, SECRET, ONE, |_, _| true),
         );
         // The client finds out first: the server's MAC is not made with its secret.
-        assert!(
-            c.unwrap_err()
-                .to_string()
-                .contains("does not know the one secret")
-        );
+        let error = c.unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::PermissionDenied);
+        assert!(error.to_string().contains("does not know the one secret"));
         assert!(s.is_err());
         // A proof made for another protocol (labels) is refused the same way.
         let (c, s) = pair(

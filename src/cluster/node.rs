@@ -41,6 +41,12 @@
 //! a quorum confirms it again — which a deposed leader never gets. Restarted members refuse
 //! vote requests for `election_ticks` after start (they forgot which leader they heard), so a
 //! quick restart cannot shorten a lease either.
+//!
+//! One election skips the in-lease rule: raft's leader transfer, in which the leader tells a
+//! member to campaign at once (`MsgTimeoutNow`) and voters grant it regardless of their lease.
+//! Only [`ClusterNode::hand_over_lead`] starts one (a leader that cannot serve), and it closes
+//! that leader's gate for the rest of its term before the first message leaves, whether or
+//! not the transfer completes; a `MsgTimeoutNow` of an earlier term is dropped by raft.
 
 use std::collections::VecDeque;
 
@@ -119,6 +125,9 @@ pub enum Fencing {
     LeaderOnly,
     /// UNSAFE: any node that believes it leads releases what it journaled (no quorum).
     NoQuorum,
+    /// UNSAFE: as `Lease`, but a leader that hands the lead over keeps its lease (and its
+    /// gate) for the rest of its term.
+    LeaseKeptOnHandOver,
 }
 
 impl NodeConfig {
@@ -316,6 +325,11 @@ pub struct ClusterNode {
     day_epoch_for_new: u64,
     commit_unwritten: bool,
     commit_written_tick: u64,
+    /// The term in which this member, leading, handed the lead over ([`Self::hand_over_lead`]);
+    /// 0: never. In that term it releases and proposes nothing more.
+    handed_over_term: u64,
+    /// The member the lead was last handed to (the next try goes to the one after it).
+    handed_over_to: u64,
 }
 
 impl ClusterNode {
@@ -348,6 +362,8 @@ impl ClusterNode {
             ticks: 0,
             lease_until_tick: 0,
             lease_term: 0,
+            handed_over_term: 0,
+            handed_over_to: 0,
             lease_reads: VecDeque::with_capacity(LEASE_READS_IN_FLIGHT_MAX),
             last_lease_read_tick: 0,
             quiet_until_tick: if config.quiet_after_start {
@@ -409,6 +425,9 @@ impl ClusterNode {
     /// Whether `propose` would be accepted now (leading, and every earlier record applied).
     pub fn can_propose(&self) -> bool {
         self.raw.raft.state == StateRole::Leader
+            && self.raw.raft.term != self.handed_over_term
+            // raft drops proposals while it transfers the lead.
+            && self.raw.raft.lead_transferee.is_none()
             && self.applied_seq == self.raw.raft.raft_log.last_index()
     }
 
@@ -431,7 +450,10 @@ impl ClusterNode {
         payload: &[u8],
     ) -> Result<u64, ProposeError> {
         assert!(kind != KIND_NOOP);
-        if self.raw.raft.state != StateRole::Leader {
+        if self.raw.raft.state != StateRole::Leader
+            || self.raw.raft.term == self.handed_over_term
+            || self.raw.raft.lead_transferee.is_some()
+        {
             return Err(ProposeError::NotLeader);
         }
         if self.applied_seq != self.raw.raft.raft_log.last_index() {
@@ -459,6 +481,61 @@ impl ClusterNode {
         Ok(index)
     }
 
+    /// Leading but unable to serve (its ports are taken): give the lead to member `to` (raft's
+    /// leader transfer: `to` is brought up to date, then told to campaign at once). Whether
+    /// or not the transfer completes, this member releases and proposes nothing more in this
+    /// term: the transferee's election is forced (voters do not wait out this leader's
+    /// lease), so the lease no longer proves that no other leader exists. False if this
+    /// member does not lead or `to` is not another member.
+    pub fn hand_over_lead(&mut self, to: u64) -> bool {
+        let raft = &self.raw.raft;
+        if raft.state != StateRole::Leader || to == 0 || to > self.config.members {
+            return false;
+        }
+        if to == self.config.id {
+            return false;
+        }
+        if self.config.fencing != Fencing::LeaseKeptOnHandOver {
+            self.handed_over_term = raft.term;
+            self.lease_until_tick = 0;
+        }
+        self.handed_over_to = to;
+        self.raw.transfer_leader(to);
+        self.after_raft();
+        true
+    }
+
+    /// [`Self::hand_over_lead`] to the member after this one (by id, wrapping); which one it
+    /// was, or `None` if this member does not lead.
+    pub fn hand_over_to_next(&mut self) -> Option<u64> {
+        let to = self.config.id % self.config.members + 1;
+        self.hand_over_lead(to).then_some(to)
+    }
+
+    /// A hand-over raft gave up on (the transferee did not win within an election timeout:
+    /// it was down or cut off) leaves a leader that may not serve in its term: try the next
+    /// member, so that some member leads and serves once the faults are gone.
+    fn retry_hand_over(&mut self) {
+        let raft = &self.raw.raft;
+        let stalled = raft.state == StateRole::Leader
+            && raft.term == self.handed_over_term
+            && raft.lead_transferee.is_none();
+        if !stalled {
+            return;
+        }
+        let members = self.config.members;
+        let mut to = self.handed_over_to;
+        // Bounded: at most `members` candidates; there is another member (members > 1).
+        for _ in 0..members {
+            to = to % members + 1;
+            if to != self.config.id {
+                break;
+            }
+        }
+        self.handed_over_to = to;
+        self.raw.transfer_leader(to);
+    }
+
     /// Campaign now, as if the election timer fired (the simulation's directed scenarios).
     #[cfg(test)]
     pub(crate) fn campaign_now(&mut self) {
@@ -470,6 +547,7 @@ impl ClusterNode {
     pub fn tick(&mut self) {
         self.ticks += 1;
         self.raw.tick();
+        self.retry_hand_over();
         self.after_raft();
         self.maybe_confirm_lease();
     }
@@ -673,11 +751,11 @@ impl ClusterNode {
     /// serve brokers now. Call it after counting every tick that passed.
     pub fn release_gate(&self) -> Option<u64> {
         let raft = &self.raw.raft;
-        if raft.state != StateRole::Leader {
+        if raft.state != StateRole::Leader || raft.term == self.handed_over_term {
             return None;
         }
         match self.config.fencing {
-            Fencing::Lease => {
+            Fencing::Lease | Fencing::LeaseKeptOnHandOver => {
                 let leased = raft.term == self.lease_term && self.ticks < self.lease_until_tick;
                 leased.then_some(self.committed_seq.min(self.applied_seq))
             }
@@ -844,7 +922,6 @@ fn check_message(message: &Message, self_id: u64, members: u64) -> Result<(), St
         | MessageType::MsgReadIndex
         | MessageType::MsgReadIndexResp
         | MessageType::MsgTransferLeader
-        | MessageType::MsgTimeoutNow
         | MessageType::MsgSnapshot => {
             return Err(StepError::Invalid("message type members never send"));
         }

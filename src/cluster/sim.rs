@@ -121,6 +121,8 @@ struct Sim {
     truncated_records: u64,
     kills: u64,
     pauses: u64,
+    /// Leaders that handed the lead over ([`ClusterNode::hand_over_lead`]).
+    hand_overs: u64,
     faults: bool,
     /// Steps a minority follower's appends may wait (`cluster::majority_first`); `None`:
     /// every append leaves at once.
@@ -137,6 +139,7 @@ struct Stats {
     truncated_records: u64,
     kills: u64,
     pauses: u64,
+    hand_overs: u64,
     proposals: u64,
     /// Appends held by majority first (even seeds).
     held_appends: u64,
@@ -251,6 +254,7 @@ impl Sim {
             truncated_records: 0,
             kills: 0,
             pauses: 0,
+            hand_overs: 0,
             faults: true,
             majority_first_steps: None,
             held_appends: 0,
@@ -356,6 +360,7 @@ impl Sim {
             truncated_records: self.truncated_records,
             kills: self.kills,
             pauses: self.pauses,
+            hand_overs: self.hand_overs,
             proposals: self.proposals,
             held_appends: self.held_appends,
         })
@@ -380,6 +385,23 @@ impl Sim {
                 // Long enough for an election elsewhere, often.
                 member.paused_until = self.now + self.rng.range(5, 60);
                 self.pauses += 1;
+            }
+        }
+        if self.rng.chance(1, 100) {
+            // A leader that cannot serve hands the lead to another member (the daemon does
+            // this when its ports stay taken); `to` may be itself, down or cut off.
+            let to = self.rng.below(count) + 1;
+            let now = self.now;
+            let leader = self.members.iter_mut().find(|m| {
+                m.paused_until <= now
+                    && m.node
+                        .as_ref()
+                        .is_some_and(|n| matches!(n.role(), Role::Leader { .. }))
+            });
+            if let Some(node) = leader.and_then(|m| m.node.as_mut())
+                && node.hand_over_lead(to)
+            {
+                self.hand_overs += 1;
             }
         }
         if self.rng.chance(1, 150) {
@@ -880,6 +902,7 @@ fn run_shard(shard: u64) {
                 sum.truncated_records += stats.truncated_records;
                 sum.kills += stats.kills;
                 sum.pauses += stats.pauses;
+                sum.hand_overs += stats.hand_overs;
                 sum.proposals += stats.proposals;
                 sum.held_appends += stats.held_appends;
             }
@@ -897,6 +920,10 @@ fn run_shard(shard: u64) {
             "deposed leaders' records get cut: {sum:?}"
         );
         assert!(sum.kills > 0 && sum.pauses > 0, "faults happen: {sum:?}");
+        assert!(
+            sum.hand_overs > seeds / 2,
+            "leaders hand the lead over: {sum:?}"
+        );
         assert!(sum.acked > seeds * 20, "records get acknowledged: {sum:?}");
         // Shards 0 and 2 run the even seeds.
         assert!(
@@ -1029,6 +1056,20 @@ fn catches_a_gate_without_quorum() {
     eprintln!("without the quorum, seed {seed} fails: {failure}");
     assert!(
         failure.contains("acknowledged") || failure.contains("deposed"),
+        "{failure}"
+    );
+}
+
+/// A leader that hands the lead over and keeps its lease: the transferee's election is forced
+/// (its voters ignore the lease), so the old leader releases beside a newer one. The checker
+/// must catch it; `ClusterNode::hand_over_lead` closes the gate for the rest of the term.
+#[test]
+fn catches_a_hand_over_that_keeps_the_lease() {
+    let (seed, failure) = first_failure(Fencing::LeaseKeptOnHandOver, 1_000)
+        .expect("no seed failed with the lease kept on a hand-over");
+    eprintln!("with the lease kept on a hand-over, seed {seed} fails: {failure}");
+    assert!(
+        failure.contains("deposed") || failure.contains("several members release"),
         "{failure}"
     );
 }

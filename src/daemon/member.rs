@@ -54,6 +54,9 @@ const STEPS_PER_TURN_MAX: usize = 4096;
 /// A member that could not bind a serving port tries again after this long.
 const SERVE_RETRY_NS: u64 = 100_000_000;
 const SERVE_LOG_INTERVAL_MS: u64 = 5_000;
+/// A leader that cannot bind its serving ports for this long hands the lead to another member
+/// (whose ports may be free) rather than keep a cluster that serves nobody.
+const HAND_OVER_AFTER_NS: u64 = 2_000_000_000;
 /// The background journal sync runs at most this often. A sync per loop turn (10,000 a second
 /// at 10k orders/s) took a quarter of a member's CPU for no one's benefit: what `quorum`
 /// promises rests on the majority's mappings; the disk catches up within this interval.
@@ -85,6 +88,9 @@ pub(super) struct Member<F: FeedOut> {
     /// A leader that cannot bind its serving ports retries every [`SERVE_RETRY_NS`]: a line
     /// at the first failure, then one every [`SERVE_LOG_INTERVAL_MS`] counting the rest.
     serve_log: LogGate,
+    /// Since when (boot ns of the loop's clock) this leader has failed to bind its serving
+    /// ports; 0: not failing. After [`HAND_OVER_AFTER_NS`] it hands the lead over.
+    serve_failing_since_ns: u64,
     /// A leader's appends: at once to the followers a majority needs, the others' held.
     majority_first: MajorityFirst,
     /// Scratch for the followers' progress (no allocation per turn).
@@ -205,6 +211,7 @@ impl<F: FeedOut> Daemon<F> {
             requester,
             step_log: LogGate::default(),
             serve_log: LogGate::default(),
+            serve_failing_since_ns: 0,
             majority_first: MajorityFirst::new(
                 cluster.members.len(),
                 cluster.minority_append_delay_us.saturating_mul(1_000),
@@ -367,6 +374,10 @@ impl<F: FeedOut> Daemon<F> {
         // The buffer goes back for the next poll (no allocation per turn).
         self.member.as_mut().expect("member").polled.apply = records;
         let role = self.node.cluster().expect("member").role();
+        if !matches!(role, Role::Leader { .. }) {
+            // A later lead counts its own failures to serve.
+            self.member.as_mut().expect("member").serve_failing_since_ns = 0;
+        }
         if self.member_serving() && !matches!(role, Role::Leader { .. }) {
             self.stop_serving(now_ns, role);
         }
@@ -429,6 +440,7 @@ impl<F: FeedOut> Daemon<F> {
                 if let Some(retries) = member.serve_log.pass(now_ns, SERVE_LOG_INTERVAL_MS) {
                     tracing::error!(listen = %self.config.gateway.listen, retries, "cluster: leading, but cannot listen for order entry yet: {e}");
                 }
+                self.serve_failed(now_ns);
                 return;
             }
         };
@@ -442,6 +454,7 @@ impl<F: FeedOut> Daemon<F> {
                 if let Some(retries) = member.serve_log.pass(now_ns, SERVE_LOG_INTERVAL_MS) {
                     tracing::error!(listen = %member.rerequest.listen, retries, "cluster: leading, but cannot bind the re-request server yet: {e}");
                 }
+                self.serve_failed(now_ns);
                 return;
             }
         };
@@ -451,6 +464,7 @@ impl<F: FeedOut> Daemon<F> {
                 if let Some(retries) = member.serve_log.pass(now_ns, SERVE_LOG_INTERVAL_MS) {
                     tracing::error!(listen = %member.glimpse.listen, retries, "cluster: leading, but cannot bind the GLIMPSE server yet: {e}");
                 }
+                self.serve_failed(now_ns);
                 return;
             }
         };
@@ -481,8 +495,33 @@ impl<F: FeedOut> Daemon<F> {
             "cluster: leading: serving order entry, re-requests, snapshots and the feed"
         );
         member.serving = true;
+        member.serve_failing_since_ns = 0;
         self.gateway = Some(gateway);
         self.servers = vec![rerequest, glimpse];
+    }
+
+    /// A serving port could not be bound: after [`HAND_OVER_AFTER_NS`] of such failures, hand
+    /// the lead to the next member (raft's leader transfer; this member releases nothing more
+    /// in its term, see [`ClusterNode::hand_over_lead`]).
+    fn serve_failed(&mut self, now_ns: u64) {
+        let member = self.member.as_mut().expect("member");
+        if member.serve_failing_since_ns == 0 {
+            member.serve_failing_since_ns = now_ns.max(1);
+        }
+        if now_ns.saturating_sub(member.serve_failing_since_ns) < HAND_OVER_AFTER_NS {
+            return;
+        }
+        member.serve_failing_since_ns = 0;
+        let id = member.id;
+        let raft = self.node.cluster_mut().expect("a member's node");
+        if let Some(to) = raft.hand_over_to_next() {
+            tracing::error!(
+                member = id,
+                to,
+                "cluster: leading but unable to serve for {} s: handing the lead to member {to}",
+                HAND_OVER_AFTER_NS / 1_000_000_000
+            );
+        }
     }
 
     /// No longer leading: End of Session to every session, stop the servers and the feed.

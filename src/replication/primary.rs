@@ -144,7 +144,9 @@ fn accept_loop(
         let Some(id) = admitted else {
             log.warn(
                 peer,
-                format_args!("refused a standby, {STANDBYS_MAX} already follow"),
+                format_args!(
+                    "refused a standby: {STANDBYS_MAX} already follow, or closed ones are still ending"
+                ),
             );
             continue;
         };
@@ -158,19 +160,19 @@ fn accept_loop(
         let spawned = std::thread::Builder::new()
             .name("replication-follower".into())
             .spawn(move || {
+                // False if the connection was closed for room meanwhile.
                 let greeted = || {
-                    if let Some(greeted) = table.lock().expect("not poisoned").meta_mut(id) {
-                        *greeted = true;
-                    }
+                    let mut slots = table.lock().expect("not poisoned");
+                    slots.meta_mut(id).map(|greeted| *greeted = true).is_some()
                 };
                 match follow(stream, &config, &confirmed, &stop, greeted) {
                     Ok(()) => tracing::info!(%peer, "replication: standby stream ended"),
                     Err(e) => log.warn(peer, format_args!("standby dropped: {e}")),
                 }
-                table.lock().expect("not poisoned").ended(id);
+                let _ = table.lock().expect("not poisoned").ended(id);
             });
         if let Err(e) = spawned {
-            followers.lock().expect("not poisoned").ended(id);
+            let _ = followers.lock().expect("not poisoned").ended(id);
             tracing::warn!("replication: cannot start a follower thread: {e}");
         }
     }
@@ -219,7 +221,7 @@ fn follow(
     config: &ReplicationConfig,
     confirmed: &Arc<AtomicU64>,
     stop: &AtomicBool,
-    greeted: impl FnOnce(),
+    greeted: impl FnOnce() -> bool,
 ) -> io::Result<()> {
     stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(HELLO_TIMEOUT))?;
@@ -256,7 +258,11 @@ fn follow(
     else {
         return Err(io::Error::new(io::ErrorKind::InvalidData, "expected Hello"));
     };
-    greeted();
+    if !greeted() {
+        return Err(io::Error::other(
+            "closed to make room before its Hello was read",
+        ));
+    }
     if version != VERSION {
         Frame::Refused {
             reason: format!("replication version {version} is not {VERSION}"),

@@ -85,8 +85,6 @@ struct Link {
     day_epoch_unix_ns: u64,
 }
 
-/// Connect and handshake; cuts the local journal back to the common record first if needed.
-/// `Ok(None)`: no primary reachable right now (refused, reset, timed out) — try again later.
 /// Failed handshakes, logged a few seconds apart.
 struct HandshakeLog {
     started: Instant,
@@ -95,6 +93,8 @@ struct HandshakeLog {
 
 const HANDSHAKE_LOG_INTERVAL_MS: u64 = 5_000;
 
+/// Connect and handshake; cuts the local journal back to the common record first if needed.
+/// `Ok(None)`: no primary reachable right now (refused, reset, timed out) — try again later.
 fn connect(
     config: &Config,
     log: &mut HandshakeLog,
@@ -186,7 +186,9 @@ fn handshake(
         auth.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
         match peer_auth::client(&mut auth, secret, protocol::AUTH, 0, 0) {
             Ok(()) => auth.set_write_timeout(None)?,
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+            // Only a proof made with another secret is final; other bytes (another service
+            // on the address, a primary without a secret) are a failed try like a timeout.
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
                 return Ok(Handshake::NotAuthenticated(e.to_string()));
             }
             Err(e) => return Err(e),

@@ -473,10 +473,22 @@ pub fn prune(journal_dir: &Path, keep: usize, written: u64) {
 }
 
 /// After an offline writer (`bourse replay --write-snapshots-every`) wrote a snapshot of the
-/// journal as it stands: keep the `keep` newest of all, later ones included (they follow the
-/// same records: replay cuts nothing), and remove stray temporary files.
-pub fn prune_offline(journal_dir: &Path, keep: usize) {
-    remove_all_but_newest(journal_dir, list(journal_dir), keep);
+/// journal as it stands (through record `journal_last_seq`): remove any past the journal's
+/// end (they follow records cut since), keep the `keep` newest of the rest, later ones than
+/// the one just written included (replay cuts nothing), and remove stray temporary files.
+pub fn prune_offline(journal_dir: &Path, keep: usize, journal_last_seq: u64) {
+    let (stale, current): (Vec<_>, Vec<_>) = list(journal_dir)
+        .into_iter()
+        .partition(|(seq, _)| *seq > journal_last_seq);
+    for (seq, path) in stale {
+        tracing::warn!(
+            seq,
+            journal_last_seq,
+            "snapshot removed: it follows a record the journal no longer has"
+        );
+        let _ = std::fs::remove_file(path);
+    }
+    remove_all_but_newest(journal_dir, current, keep);
 }
 
 /// Remove all but the first `keep` of `newest_first` (as [`list`] orders them) and stray
@@ -894,10 +906,14 @@ mod tests {
         for seq in [10u64, 20, 30, 40] {
             write_atomic(day, &following(day, seq)).unwrap();
         }
-        prune_offline(day, 3);
+        prune_offline(day, 3, 40);
         let kept: Vec<u64> = list(day).iter().map(|s| s.0).collect();
         assert_eq!(kept, [40, 30, 20]);
-        // The daemon's rule, for contrast: written 20, so 30 and 40 follow cut records.
+        // Past the journal's end (cut since): removed, whatever the count kept.
+        prune_offline(day, 3, 35);
+        let kept: Vec<u64> = list(day).iter().map(|s| s.0).collect();
+        assert_eq!(kept, [30, 20]);
+        // The daemon's rule, for contrast: written 20, so 30 follows cut records.
         prune(day, 3, 20);
         let kept: Vec<u64> = list(day).iter().map(|s| s.0).collect();
         assert_eq!(kept, [20]);

@@ -769,13 +769,8 @@ impl Receiver<'_> {
         }
     }
 
-    /// The order id of a token of this run; another run's token is counted, anything else
-    /// is an error.
+    /// The order id of a token of this run, or an error counted.
     fn id(&mut self, t: &Token) -> Option<usize> {
-        if t.0[..4] != self.tag {
-            self.other_runs += 1;
-            return None;
-        }
         let id = id_of(self.tag, t)
             .map(|id| id as usize)
             .filter(|&id| id < self.slots.kind.len());
@@ -786,6 +781,18 @@ impl Receiver<'_> {
             ));
         }
         id
+    }
+
+    /// As [`Self::id`], for replies an earlier run's resting order can get (executed by this
+    /// run's orders, canceled at its expiry): a load generator token of another tag is
+    /// counted apart (`other_runs`), not an error.
+    fn id_or_earlier_run(&mut self, t: &Token) -> Option<usize> {
+        let tag = [t.0[0], t.0[1], t.0[2], t.0[3]];
+        if tag != self.tag && id_of(tag, t).is_some() {
+            self.other_runs += 1;
+            return None;
+        }
+        self.id(t)
     }
 
     fn on_message(&mut self, m: &Outbound, now: u64) {
@@ -810,7 +817,9 @@ impl Receiver<'_> {
                 self.answered_unpublished += 1;
             }
             Outbound::Executed(e) => {
-                let Some(i) = self.id(&e.token) else { return };
+                let Some(i) = self.id_or_earlier_run(&e.token) else {
+                    return;
+                };
                 // Only the incoming order's first fill measures that order's latency; a
                 // resting order executed later by someone else's order does not.
                 if e.liquidity == b'R' && !self.exec_seen[i] {
@@ -821,7 +830,9 @@ impl Receiver<'_> {
                 }
             }
             Outbound::Canceled(c) => {
-                let Some(i) = self.id(&c.token) else { return };
+                let Some(i) = self.id_or_earlier_run(&c.token) else {
+                    return;
+                };
                 if c.reason == cancel_reason::USER {
                     let stored = slots.cancel_intended[i].swap(NOT_SENT, Ordering::AcqRel);
                     if let Some(ns) = since(now, stored) {

@@ -169,8 +169,11 @@ impl Acceptor {
                 .name("cluster-auth".into())
                 .spawn(move || {
                     let passed = authenticate_inbound(&stream, &config);
+                    // The slot is freed before the hand-over, so the accept loop can never
+                    // close a connection the transport already owns.
+                    let still_open = lock(&table).slots.ended(id);
                     match passed {
-                        Ok(peer) => {
+                        Ok(peer) if still_open => {
                             tracing::info!(%address, peer, "cluster: member connected");
                             let _ = handoff.hand_over(Handoff::Inbound {
                                 peer,
@@ -178,13 +181,13 @@ impl Acceptor {
                                 address,
                             });
                         }
+                        Ok(_) => {}
                         Err(error) => {
                             stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
                             let _ = stream.shutdown(Shutdown::Both);
                             lock(&table).warn(address, format_args!("connection refused: {error}"));
                         }
                     }
-                    lock(&table).slots.ended(id);
                 });
             match spawned {
                 Ok(handle) => handshakes.push(handle),
