@@ -444,7 +444,7 @@ pub fn replay_with(
             snapshot_encode_max = snapshot_encode_max.max(encode_started.elapsed());
             let (_, bytes) = snapshot::write_atomic(dir, &snap).map_err(ReplayError::Io)?;
             snapshot_bytes_max = snapshot_bytes_max.max(bytes);
-            snapshot::prune_offline(dir, snapshot::KEEP, verified.last_seq);
+            snapshot::prune(dir, snapshot::KEEP, verified.last_seq);
             snapshots_written += 1;
         }
     }

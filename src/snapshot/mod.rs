@@ -452,39 +452,22 @@ pub fn newest_through(journal_dir: &Path, through: u64) -> u64 {
         .unwrap_or(0)
 }
 
-/// After snapshot `written` was written: remove every later one (stale), all but the `keep`
-/// newest of the others, and stray temporary files.
-pub fn prune(journal_dir: &Path, keep: usize, written: u64) {
-    // Snapshots are written in increasing order: one after `written` follows a record that
-    // was cut from the journal since (or one a restart found unusable), and can never be
-    // restored; kept, it would push the valid ones out of `keep`.
+/// Remove every snapshot after record `last_valid_seq`, all but the `keep` newest of the
+/// others, and stray temporary files. A snapshot after `last_valid_seq` follows a record cut
+/// from the journal since (or one a restart found unusable) and can never be restored; kept,
+/// it would push the valid ones out of `keep`. The daemon's writer passes the snapshot it just
+/// wrote (it writes at the journal's end, in increasing order); `bourse replay
+/// --write-snapshots-every` passes the journal's last record, so the day's later snapshots,
+/// which follow the same records, are kept as the newest.
+pub fn prune(journal_dir: &Path, keep: usize, last_valid_seq: u64) {
     let (stale, current): (Vec<_>, Vec<_>) = list(journal_dir)
         .into_iter()
-        .partition(|(seq, _)| *seq > written);
+        .partition(|(seq, _)| *seq > last_valid_seq);
     for (seq, path) in stale {
         tracing::warn!(
             seq,
-            written,
+            last_valid_seq,
             "snapshot removed: it follows a record cut from the journal"
-        );
-        let _ = std::fs::remove_file(path);
-    }
-    remove_all_but_newest(journal_dir, current, keep);
-}
-
-/// After an offline writer (`bourse replay --write-snapshots-every`) wrote a snapshot of the
-/// journal as it stands (through record `journal_last_seq`): remove any past the journal's
-/// end (they follow records cut since), keep the `keep` newest of the rest, later ones than
-/// the one just written included (replay cuts nothing), and remove stray temporary files.
-pub fn prune_offline(journal_dir: &Path, keep: usize, journal_last_seq: u64) {
-    let (stale, current): (Vec<_>, Vec<_>) = list(journal_dir)
-        .into_iter()
-        .partition(|(seq, _)| *seq > journal_last_seq);
-    for (seq, path) in stale {
-        tracing::warn!(
-            seq,
-            journal_last_seq,
-            "snapshot removed: it follows a record the journal no longer has"
         );
         let _ = std::fs::remove_file(path);
     }
@@ -895,7 +878,8 @@ mod tests {
         assert!(record_fingerprint(day, 41, None).is_err());
     }
 
-    /// `bourse replay --write-snapshots-every` on a day that has later snapshots already:
+    /// `bourse replay --write-snapshots-every` on a day that has later snapshots already
+    /// (`prune` with the journal's last record):
     /// they follow the same records (replay cuts nothing), so they are the newest to keep, not
     /// stale ones to remove as the daemon's writer would.
     #[test]
@@ -906,11 +890,11 @@ mod tests {
         for seq in [10u64, 20, 30, 40] {
             write_atomic(day, &following(day, seq)).unwrap();
         }
-        prune_offline(day, 3, 40);
+        prune(day, 3, 40);
         let kept: Vec<u64> = list(day).iter().map(|s| s.0).collect();
         assert_eq!(kept, [40, 30, 20]);
         // Past the journal's end (cut since): removed, whatever the count kept.
-        prune_offline(day, 3, 35);
+        prune(day, 3, 35);
         let kept: Vec<u64> = list(day).iter().map(|s| s.0).collect();
         assert_eq!(kept, [30, 20]);
         // The daemon's rule, for contrast: written 20, so 30 follows cut records.
