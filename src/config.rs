@@ -458,13 +458,11 @@ impl Config {
                 self.feed.ttl
             ));
         }
-        if self.replication.secret_file.is_none() {
-            // The file is read at start; a secret in the config is checked now.
-            let secret = self.replication.secret.as_deref();
-            crate::peer_auth::read_secret("replication", secret, None)?;
-        } else if self.replication.secret.is_some() {
-            return Err("set replication.secret or replication.secret_file, not both".into());
-        }
+        let (secret, has_file) = (
+            self.replication.secret.as_deref(),
+            self.replication.secret_file.is_some(),
+        );
+        crate::peer_auth::check_secret_config("replication", secret, has_file)?;
         Ok(())
     }
 

@@ -512,6 +512,39 @@ impl<M> ConnectionSlots<M> {
     }
 }
 
+/// Warnings anyone who can reach a server's port can cause (a refused or dropped connection,
+/// a failed handshake), shared by its threads: each its line while they are few, then about
+/// one a second counting the rest ([`LineBudget::for_peer_events`]; the hostile audit logged
+/// 3,000 lines from 3,000 connect-and-close tries).
+pub struct PeerLog {
+    budget: std::sync::Mutex<LineBudget>,
+    started: std::time::Instant,
+    /// The server, first word of every line (`replication`, `cluster`).
+    server: &'static str,
+}
+
+impl PeerLog {
+    pub fn new(server: &'static str) -> PeerLog {
+        PeerLog {
+            budget: std::sync::Mutex::new(LineBudget::for_peer_events()),
+            started: std::time::Instant::now(),
+            server,
+        }
+    }
+
+    pub fn warn(&self, peer: std::net::SocketAddr, what: std::fmt::Arguments<'_>) {
+        let now_ns = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let pass = self
+            .budget
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pass(now_ns);
+        if let Some(not_logged) = pass {
+            tracing::warn!(%peer, not_logged, "{}: {what}", self.server);
+        }
+    }
+}
+
 /// A pre-login connection that may be closed to make room: (its index, source, opened_ns).
 pub type Candidate = (usize, IpAddr, u64);
 

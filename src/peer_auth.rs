@@ -181,6 +181,21 @@ pub fn server(
     Ok(client_id)
 }
 
+/// What a config's `secret` / `secret_file` pair can be checked for before start (the file
+/// is read at start): not both, and a `secret` given inline long enough.
+pub fn check_secret_config(
+    section: &str,
+    secret: Option<&str>,
+    has_file: bool,
+) -> Result<(), String> {
+    if has_file && secret.is_some() {
+        return Err(format!(
+            "set {section}.secret or {section}.secret_file, not both"
+        ));
+    }
+    read_secret(section, secret, None).map(|_| ())
+}
+
 /// A shared secret from a config's `secret` or the file `secret_file` names (trimmed), at
 /// least [`SECRET_BYTES_MIN`] bytes. `section` names the config section in errors.
 pub fn read_secret(

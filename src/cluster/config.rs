@@ -142,23 +142,13 @@ impl ClusterConfig {
         if self.is_single() {
             return Ok(());
         }
-        match (&self.secret, &self.secret_file) {
-            (Some(_), Some(_)) => {
-                return Err("set cluster.secret or cluster.secret_file, not both".into());
-            }
-            (None, None) => {
-                return Err(
-                    "a cluster of several members needs cluster.secret or cluster.secret_file"
-                        .into(),
-                );
-            }
-            (Some(secret), None) if secret.len() < SECRET_BYTES_MIN => {
-                return Err(format!(
-                    "cluster.secret must be at least {SECRET_BYTES_MIN} bytes"
-                ));
-            }
-            _ => {}
+        if self.secret.is_none() && self.secret_file.is_none() {
+            return Err(
+                "a cluster of several members needs cluster.secret or cluster.secret_file".into(),
+            );
         }
+        let has_file = self.secret_file.is_some();
+        crate::peer_auth::check_secret_config("cluster", self.secret.as_deref(), has_file)?;
         if self.tick_ms == 0 {
             return Err("cluster.tick_ms must be at least 1".into());
         }

@@ -508,8 +508,18 @@ impl ClusterNode {
     /// [`Self::hand_over_lead`] to the member after this one (by id, wrapping); which one it
     /// was, or `None` if this member does not lead.
     pub fn hand_over_to_next(&mut self) -> Option<u64> {
-        let to = self.config.id % self.config.members + 1;
+        let to = self.member_after(self.config.id);
         self.hand_over_lead(to).then_some(to)
+    }
+
+    /// The member after `id` by id, wrapping, skipping this one (there are at least two).
+    fn member_after(&self, id: u64) -> u64 {
+        let next = id % self.config.members + 1;
+        if next == self.config.id {
+            next % self.config.members + 1
+        } else {
+            next
+        }
     }
 
     /// A hand-over raft gave up on (the transferee did not win within an election timeout:
@@ -523,15 +533,7 @@ impl ClusterNode {
         if !stalled {
             return;
         }
-        let members = self.config.members;
-        let mut to = self.handed_over_to;
-        // Bounded: at most `members` candidates; there is another member (members > 1).
-        for _ in 0..members {
-            to = to % members + 1;
-            if to != self.config.id {
-                break;
-            }
-        }
+        let to = self.member_after(self.handed_over_to);
         self.handed_over_to = to;
         self.raw.transfer_leader(to);
     }

@@ -6,7 +6,7 @@
 //! "confirmed by standby" number, which the engine reads in `replicated` mode.
 
 use super::protocol::{self, Frame, TAIL_RECORDS_MAX, VERSION};
-use crate::guard::{ConnectionSlots, LineBudget};
+use crate::guard::{ConnectionSlots, PeerLog};
 use crate::journal::JournalReader;
 use crate::marketdata::ServerHandle;
 use crate::peer_auth;
@@ -91,31 +91,6 @@ fn stream_to_std(stream: mio::net::TcpStream) -> io::Result<TcpStream> {
     Ok(stream)
 }
 
-/// Warnings anyone who can reach the port can cause (a refused or dropped connection): each
-/// its line while they are few, then about one a second counting the rest (the hostile
-/// audit logged 3,000 lines from 3,000 connect-and-close tries).
-struct PeerLog {
-    budget: Mutex<LineBudget>,
-    started: Instant,
-}
-
-impl PeerLog {
-    fn new() -> PeerLog {
-        PeerLog {
-            budget: Mutex::new(LineBudget::for_peer_events()),
-            started: Instant::now(),
-        }
-    }
-
-    fn warn(&self, peer: SocketAddr, what: std::fmt::Arguments<'_>) {
-        let now_ns = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        let pass = self.budget.lock().expect("not poisoned").pass(now_ns);
-        if let Some(not_logged) = pass {
-            tracing::warn!(%peer, not_logged, "replication: {what}");
-        }
-    }
-}
-
 /// The follower threads' connections, at most [`STANDBYS_MAX`]; each knows whether it said
 /// Hello (after the secret was proven, with one). When all are taken, a newcomer closes the
 /// oldest that has not said Hello yet: idle connections must not keep a standby out, as they
@@ -132,7 +107,7 @@ fn accept_loop(
 ) {
     let config = Arc::new(config);
     let followers = Arc::new(Mutex::new(Followers::new(STANDBYS_MAX)));
-    let log = Arc::new(PeerLog::new());
+    let log = Arc::new(PeerLog::new("replication"));
     let mut events = mio::Events::with_capacity(4);
     while let Some((stream, peer)) = next_standby(&mut poll, &mut events, &listener, &stop) {
         let admitted = followers

@@ -18,7 +18,7 @@ use std::time::Duration;
 use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::{TransportConfig, TransportStats, VERSION};
-use crate::guard::{ConnectionSlots, LineBudget};
+use crate::guard::{ConnectionSlots, PeerLog};
 use crate::peer_auth::{self, Protocol};
 
 const CLUSTER: Protocol = Protocol::new(
@@ -99,36 +99,20 @@ pub(super) struct Acceptor {
 /// members + [`PENDING_CONNECTIONS_MAX`]: when all are taken a newcomer closes the oldest
 /// (from an address that is no member's first), so connections that never finish their
 /// handshake cannot keep a member out, as refusing newcomers did: a member sends its hello at
-/// once and is through in microseconds. Refusals and failed handshakes are logged as a burst,
-/// then about one line a second.
-struct Pending {
-    slots: ConnectionSlots<bool>,
-    log: LineBudget,
-    started: std::time::Instant,
-}
+/// once and is through in microseconds.
+type SharedPending = Arc<Mutex<ConnectionSlots<bool>>>;
 
-impl Pending {
-    fn warn(&mut self, address: SocketAddr, what: std::fmt::Arguments<'_>) {
-        let now_ns = self.started.elapsed().as_nanos() as u64;
-        if let Some(not_logged) = self.log.pass(now_ns) {
-            tracing::warn!(%address, not_logged, "cluster: {what}");
-        }
-    }
-}
-
-type SharedPending = Arc<Mutex<Pending>>;
-
-fn lock(pending: &SharedPending) -> std::sync::MutexGuard<'_, Pending> {
+fn lock(pending: &SharedPending) -> std::sync::MutexGuard<'_, ConnectionSlots<bool>> {
     pending.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Acceptor {
     pub(super) fn run(self) {
-        let pending: SharedPending = Arc::new(Mutex::new(Pending {
-            slots: ConnectionSlots::new(self.config.members.len() + PENDING_CONNECTIONS_MAX),
-            log: LineBudget::for_peer_events(),
-            started: std::time::Instant::now(),
-        }));
+        let pending: SharedPending = Arc::new(Mutex::new(ConnectionSlots::new(
+            self.config.members.len() + PENDING_CONNECTIONS_MAX,
+        )));
+        // Refusals and failed handshakes: a burst of lines, then about one a second.
+        let log = Arc::new(PeerLog::new("cluster"));
         let member_ips: Vec<std::net::IpAddr> =
             self.config.members.iter().map(|m| m.ip()).collect();
         let mut handshakes: Vec<JoinHandle<()>> = Vec::new();
@@ -145,7 +129,7 @@ impl Acceptor {
                 }
             };
             let from_member = member_ips.contains(&address.ip());
-            let admitted = lock(&pending).slots.admit(&stream, from_member, |list| {
+            let admitted = lock(&pending).admit(&stream, from_member, |list| {
                 // The oldest not from a member's address, else the oldest.
                 Some(list.iter().position(|c| !c.meta).unwrap_or(0))
             });
@@ -153,16 +137,17 @@ impl Acceptor {
                 self.stats
                     .rejected_connections
                     .fetch_add(1, Ordering::Relaxed);
-                lock(&pending).warn(
+                log.warn(
                     address,
                     format_args!("connection refused: closed handshakes still ending"),
                 );
                 continue;
             };
-            let (config, stats, handoff) = (
+            let (config, stats, handoff, log) = (
                 self.config.clone(),
                 self.stats.clone(),
                 self.handoff.clone(),
+                log.clone(),
             );
             let table = pending.clone();
             let spawned = std::thread::Builder::new()
@@ -171,7 +156,7 @@ impl Acceptor {
                     let passed = authenticate_inbound(&stream, &config);
                     // The slot is freed before the hand-over, so the accept loop can never
                     // close a connection the transport already owns.
-                    let still_open = lock(&table).slots.ended(id);
+                    let still_open = lock(&table).ended(id);
                     match passed {
                         Ok(peer) if still_open => {
                             tracing::info!(%address, peer, "cluster: member connected");
@@ -185,14 +170,14 @@ impl Acceptor {
                         Err(error) => {
                             stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
                             let _ = stream.shutdown(Shutdown::Both);
-                            lock(&table).warn(address, format_args!("connection refused: {error}"));
+                            log.warn(address, format_args!("connection refused: {error}"));
                         }
                     }
                 });
             match spawned {
                 Ok(handle) => handshakes.push(handle),
                 Err(e) => {
-                    lock(&pending).slots.ended(id);
+                    lock(&pending).ended(id);
                     tracing::warn!("cluster: cannot start a handshake thread: {e}");
                 }
             }
