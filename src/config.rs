@@ -452,6 +452,16 @@ impl Config {
                     .into(),
             );
         }
+        if clustered
+            && (self.replication.secret.is_some() || self.replication.secret_file.is_some())
+        {
+            // A cluster has no legacy replication port: such a secret would protect nothing,
+            // and an operator who set it would believe the members' traffic authenticated.
+            return Err(
+                "replication.secret / secret_file are for the legacy standby; a [cluster] of several members authenticates with cluster.secret / secret_file"
+                    .into(),
+            );
+        }
         if self.feed.ttl > 255 {
             return Err(format!(
                 "feed.ttl {} is out of range: an IP TTL is 0..=255 (0 keeps packets on this host)",
@@ -775,5 +785,31 @@ mod tests {
         let single = "[cluster]\nid = 1\nmembers = [\"127.0.0.1:1\"]\n";
         let config = Config::parse(&format!("{DEFAULT_TOML}\n{single}"), "t").unwrap();
         assert!(!config.is_clustered(), "one member runs alone");
+    }
+
+    #[test]
+    fn a_cluster_refuses_the_legacy_standbys_keys() {
+        let cluster = "[cluster]\nid = 1\nmembers = [\"127.0.0.1:1\", \"127.0.0.1:2\", \"127.0.0.1:3\"]\nsecret = \"0123456789abcdef\"\n";
+        let with = |replication: &str| {
+            let text = DEFAULT_TOML
+                .replacen("durability = \"flush\"", "durability = \"quorum\"", 1)
+                .replacen(
+                    "[replication]\n",
+                    &format!("[replication]\n{replication}\n"),
+                    1,
+                );
+            Config::parse(&format!("{text}\n{cluster}"), "t").map_err(|e| e.to_string())
+        };
+        with("").expect("a plain cluster");
+        let primary = with("primary = \"127.0.0.1:9\"").unwrap_err();
+        assert!(primary.contains("exclude each other"), "{primary}");
+        // Set, it would protect nothing: a cluster opens no legacy replication port.
+        for key in [
+            "secret = \"0123456789abcdef\"",
+            "secret_file = \"/etc/hostname\"",
+        ] {
+            let error = with(key).unwrap_err();
+            assert!(error.contains("cluster.secret"), "{key}: {error}");
+        }
     }
 }

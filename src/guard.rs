@@ -512,6 +512,62 @@ impl<M> ConnectionSlots<M> {
     }
 }
 
+/// [`ConnectionSlots`] shared by a server's accepting thread and its connections' threads.
+pub type SharedSlots<M> = std::sync::Arc<std::sync::Mutex<ConnectionSlots<M>>>;
+
+/// Lock `slots`, poisoned or not: every method leaves its list and count consistent before
+/// anything in it can panic.
+pub fn lock_slots<M>(slots: &SharedSlots<M>) -> std::sync::MutexGuard<'_, ConnectionSlots<M>> {
+    slots.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A connection thread's hold on its slot in [`SharedSlots`]. [`SlotHold::end`] frees it, and
+/// so does dropping the hold, which a thread that panics does as it unwinds: a failed thread
+/// never keeps its slot, or its place in the count of closed threads still ending, for good
+/// (after `max` such failures every newcomer would be refused).
+pub struct SlotHold<M> {
+    slots: SharedSlots<M>,
+    id: u64,
+    ended: bool,
+}
+
+impl<M> SlotHold<M> {
+    /// [`ConnectionSlots::admit`] on the shared table; the hold goes to the connection's thread.
+    pub fn admit(
+        slots: &SharedSlots<M>,
+        stream: &std::net::TcpStream,
+        meta: M,
+        victim: impl FnOnce(&[ConnectionSlot<M>]) -> Option<usize>,
+    ) -> Option<SlotHold<M>> {
+        let id = lock_slots(slots).admit(stream, meta, victim)?;
+        Some(SlotHold {
+            slots: slots.clone(),
+            id,
+            ended: false,
+        })
+    }
+
+    /// `change` applied to what the server knows of this connection; `None` (and not applied)
+    /// once it was closed for room.
+    pub fn update<R>(&self, change: impl FnOnce(&mut M) -> R) -> Option<R> {
+        lock_slots(&self.slots).meta_mut(self.id).map(change)
+    }
+
+    /// The thread is done with the connection: [`ConnectionSlots::ended`].
+    pub fn end(mut self) -> bool {
+        self.ended = true;
+        lock_slots(&self.slots).ended(self.id)
+    }
+}
+
+impl<M> Drop for SlotHold<M> {
+    fn drop(&mut self) {
+        if !self.ended {
+            lock_slots(&self.slots).ended(self.id);
+        }
+    }
+}
+
 /// Warnings anyone who can reach a server's port can cause (a refused or dropped connection,
 /// a failed handshake), shared by its threads: each its line while they are few, then about
 /// one a second counting the rest ([`LineBudget::for_peer_events`]; the hostile audit logged
@@ -895,5 +951,45 @@ mod tests {
         assert!(!slots.ended(1), "closed for room");
         assert!(slots.ended(2), "still open");
         assert_eq!(slots.admit(&connect().1, "g", |_| panic!("room")), Some(4));
+    }
+
+    #[test]
+    fn a_connection_thread_that_panics_frees_its_slot() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let connect = || {
+            let _client = std::net::TcpStream::connect(addr).unwrap();
+            listener.accept().unwrap().0
+        };
+        let slots: SharedSlots<bool> =
+            std::sync::Arc::new(std::sync::Mutex::new(ConnectionSlots::new(1)));
+        // One slot; its connection's thread panics (holding the lock, too) three times over:
+        // each time the next newcomer finds the slot free, with no victim to close.
+        for round in 0..3 {
+            let hold = SlotHold::admit(&slots, &connect(), false, |_| panic!("room"))
+                .unwrap_or_else(|| panic!("round {round}: the slot was not freed"));
+            let thread = std::thread::spawn(move || {
+                hold.update(|greeted| *greeted = true);
+                let _held = lock_slots(&hold.slots);
+                panic!("a follower's bug");
+            });
+            assert!(thread.join().is_err());
+        }
+        // A closed-for-room connection whose thread panics gives back its place among the
+        // threads still ending: the bound of 1 would otherwise refuse the next newcomer.
+        let first = SlotHold::admit(&slots, &connect(), false, |_| panic!("room")).unwrap();
+        let second = SlotHold::admit(&slots, &connect(), false, |_| Some(0)).unwrap();
+        assert!(first.update(|_| ()).is_none(), "closed for room");
+        std::thread::spawn(move || {
+            let _first = first;
+            panic!("the closed connection's thread fails");
+        })
+        .join()
+        .unwrap_err();
+        assert!(second.end(), "still open");
+        let third = SlotHold::admit(&slots, &connect(), false, |_| panic!("room"));
+        assert!(third.is_some(), "no place is held by a failed thread");
+        let fourth = SlotHold::admit(&slots, &connect(), false, |_| Some(0));
+        assert!(fourth.is_some(), "the closed count was given back");
     }
 }

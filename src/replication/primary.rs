@@ -6,7 +6,7 @@
 //! "confirmed by standby" number, which the engine reads in `replicated` mode.
 
 use super::protocol::{self, Frame, TAIL_RECORDS_MAX, VERSION};
-use crate::guard::{ConnectionSlots, PeerLog};
+use crate::guard::{ConnectionSlot, ConnectionSlots, PeerLog, SharedSlots, SlotHold};
 use crate::journal::JournalReader;
 use crate::marketdata::ServerHandle;
 use crate::peer_auth;
@@ -106,17 +106,13 @@ fn accept_loop(
     stop: Arc<AtomicBool>,
 ) {
     let config = Arc::new(config);
-    let followers = Arc::new(Mutex::new(Followers::new(STANDBYS_MAX)));
+    let followers: SharedSlots<bool> = Arc::new(Mutex::new(Followers::new(STANDBYS_MAX)));
     let log = Arc::new(PeerLog::new("replication"));
     let mut events = mio::Events::with_capacity(4);
     while let Some((stream, peer)) = next_standby(&mut poll, &mut events, &listener, &stop) {
-        let admitted = followers
-            .lock()
-            .expect("not poisoned")
-            .admit(&stream, false, |list| {
-                list.iter().position(|greeted| !greeted.meta)
-            });
-        let Some(id) = admitted else {
+        // A newcomer closes the oldest connection that has not said Hello yet.
+        let victim = |list: &[ConnectionSlot<bool>]| list.iter().position(|greeted| !greeted.meta);
+        let Some(hold) = SlotHold::admit(&followers, &stream, false, victim) else {
             log.warn(
                 peer,
                 format_args!(
@@ -125,29 +121,20 @@ fn accept_loop(
             );
             continue;
         };
-        let (config, confirmed, stop, table, log) = (
-            config.clone(),
-            confirmed.clone(),
-            stop.clone(),
-            followers.clone(),
-            log.clone(),
-        );
+        let (config, confirmed, stop, log) =
+            (config.clone(), confirmed.clone(), stop.clone(), log.clone());
+        // The hold frees the slot when the thread ends, however it ends (or if it never starts).
         let spawned = std::thread::Builder::new()
             .name("replication-follower".into())
             .spawn(move || {
                 // False if the connection was closed for room meanwhile.
-                let greeted = || {
-                    let mut slots = table.lock().expect("not poisoned");
-                    slots.meta_mut(id).map(|greeted| *greeted = true).is_some()
-                };
+                let greeted = || hold.update(|greeted| *greeted = true).is_some();
                 match follow(stream, &config, &confirmed, &stop, greeted) {
                     Ok(()) => tracing::info!(%peer, "replication: standby stream ended"),
                     Err(e) => log.warn(peer, format_args!("standby dropped: {e}")),
                 }
-                let _ = table.lock().expect("not poisoned").ended(id);
             });
         if let Err(e) = spawned {
-            let _ = followers.lock().expect("not poisoned").ended(id);
             tracing::warn!("replication: cannot start a follower thread: {e}");
         }
     }

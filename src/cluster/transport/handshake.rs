@@ -18,7 +18,7 @@ use std::time::Duration;
 use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::{TransportConfig, TransportStats, VERSION};
-use crate::guard::{ConnectionSlots, PeerLog};
+use crate::guard::{ConnectionSlots, PeerLog, SharedSlots, SlotHold};
 use crate::peer_auth::{self, Protocol};
 
 const CLUSTER: Protocol = Protocol::new(
@@ -100,11 +100,7 @@ pub(super) struct Acceptor {
 /// (from an address that is no member's first), so connections that never finish their
 /// handshake cannot keep a member out, as refusing newcomers did: a member sends its hello at
 /// once and is through in microseconds.
-type SharedPending = Arc<Mutex<ConnectionSlots<bool>>>;
-
-fn lock(pending: &SharedPending) -> std::sync::MutexGuard<'_, ConnectionSlots<bool>> {
-    pending.lock().unwrap_or_else(|p| p.into_inner())
-}
+type SharedPending = SharedSlots<bool>;
 
 impl Acceptor {
     pub(super) fn run(self) {
@@ -129,11 +125,11 @@ impl Acceptor {
                 }
             };
             let from_member = member_ips.contains(&address.ip());
-            let admitted = lock(&pending).admit(&stream, from_member, |list| {
+            let admitted = SlotHold::admit(&pending, &stream, from_member, |list| {
                 // The oldest not from a member's address, else the oldest.
                 Some(list.iter().position(|c| !c.meta).unwrap_or(0))
             });
-            let Some(id) = admitted else {
+            let Some(hold) = admitted else {
                 self.stats
                     .rejected_connections
                     .fetch_add(1, Ordering::Relaxed);
@@ -149,14 +145,14 @@ impl Acceptor {
                 self.handoff.clone(),
                 log.clone(),
             );
-            let table = pending.clone();
+            // The hold frees the slot however the thread ends (or if it never starts).
             let spawned = std::thread::Builder::new()
                 .name("cluster-auth".into())
                 .spawn(move || {
                     let passed = authenticate_inbound(&stream, &config);
                     // The slot is freed before the hand-over, so the accept loop can never
                     // close a connection the transport already owns.
-                    let still_open = lock(&table).ended(id);
+                    let still_open = hold.end();
                     match passed {
                         Ok(peer) if still_open => {
                             tracing::info!(%address, peer, "cluster: member connected");
@@ -177,7 +173,6 @@ impl Acceptor {
             match spawned {
                 Ok(handle) => handshakes.push(handle),
                 Err(e) => {
-                    lock(&pending).ended(id);
                     tracing::warn!("cluster: cannot start a handshake thread: {e}");
                 }
             }
