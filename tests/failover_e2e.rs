@@ -572,3 +572,125 @@ fn with_a_replication_secret_only_a_standby_that_knows_it_gets_the_journal() {
         OuchClient::login(new_primary.gateway, "ALICE", "alicepw", "", 1, TIMEOUT).unwrap();
     assert_eq!(again.recv_messages(2, TIMEOUT).unwrap().len(), 2);
 }
+
+/// A standby reads its `[replication] secret_file` once, at start: one whose file is gone by
+/// the time the primary dies still takes over (and serves its own replication port with the
+/// secret). It used to read the file again when taking over, failed, and left no primary.
+#[test]
+fn a_standby_takes_over_with_the_secret_it_read_at_start() {
+    let primary_dir = tempfile::tempdir().unwrap();
+    let group = unique_group();
+    let primary = Venue::start(
+        primary_dir.path(),
+        &config_full(
+            primary_dir.path(),
+            "",
+            group,
+            &format!("heartbeat_ms = 50\n{PAIR_SECRET}"),
+        ),
+    );
+    let mut alice = OuchClient::login(primary.gateway, "ALICE", "alicepw", "", 1, TIMEOUT).unwrap();
+    alice.send(&enter("L1", b'B', 100, 100_000)).unwrap();
+    assert_eq!(alice.recv_messages(2, TIMEOUT).unwrap().len(), 2);
+
+    let standby_dir = tempfile::tempdir().unwrap();
+    let secret_file = standby_dir.path().join("pair.secret");
+    std::fs::write(&secret_file, "the pair's shared secret\n").unwrap();
+    let text = standby_config(
+        standby_dir.path(),
+        group,
+        primary.replication,
+        primary.admin,
+    )
+    .replace(
+        "heartbeat_ms = 50",
+        &format!(
+            "heartbeat_ms = 50\nsecret_file = {:?}",
+            secret_file.display().to_string()
+        ),
+    );
+    let mut standby = Standby::start(standby_dir.path(), &text);
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::remove_file(&secret_file).unwrap();
+    primary.kill9();
+    let new_primary = standby
+        .await_takeover(Duration::from_secs(5))
+        .expect("takes over without reading the secret file again");
+    let mut again =
+        OuchClient::login(new_primary.gateway, "ALICE", "alicepw", "", 1, TIMEOUT).unwrap();
+    assert_eq!(again.recv_messages(2, TIMEOUT).unwrap().len(), 2);
+    // Its replication port asks for the same secret.
+    let mut wrong = std::net::TcpStream::connect(new_primary.replication).unwrap();
+    wrong.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let proof = bourse::peer_auth::client(
+        &mut wrong,
+        b"the pair's shared secret",
+        bourse::replication::protocol::AUTH,
+        0,
+        0,
+    );
+    assert!(
+        proof.is_ok(),
+        "the new primary proves the secret: {proof:?}"
+    );
+}
+
+/// When only one side of a pair has `[replication] secret`, the standby's log says which
+/// side lacks it (it used to say only that the handshake failed).
+#[test]
+fn a_secret_on_one_side_only_is_named_in_the_standbys_log() {
+    let group = unique_group();
+    for (primary_has, hint) in [
+        (
+            true,
+            "a primary with [replication] secret waits for a proof this standby does not send",
+        ),
+        (
+            false,
+            "a primary without [replication] secret cannot answer it",
+        ),
+    ] {
+        let primary_dir = tempfile::tempdir().unwrap();
+        let extra = if primary_has { PAIR_SECRET } else { "" };
+        let primary = Venue::start(
+            primary_dir.path(),
+            &config_full(
+                primary_dir.path(),
+                "",
+                group,
+                &format!("heartbeat_ms = 50\n{extra}"),
+            ),
+        );
+        let standby_dir = tempfile::tempdir().unwrap();
+        let mut text = standby_config(
+            standby_dir.path(),
+            group,
+            primary.replication,
+            primary.admin,
+        );
+        if !primary_has {
+            text = text.replace(
+                "heartbeat_ms = 50",
+                &format!("heartbeat_ms = 50\n{PAIR_SECRET}"),
+            );
+        }
+        let config = standby_dir.path().join("bourse.toml");
+        std::fs::write(&config, text).unwrap();
+        let mut child = std::process::Command::new(common::bourse_binary())
+            .args(["standby", "--config"])
+            .arg(&config)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The first failed handshake is logged once it fails (a 2 s timeout at most), then
+        // one line every few seconds.
+        std::thread::sleep(Duration::from_millis(3000));
+        let _ = child.kill();
+        let (_, stderr) = common::exited(&mut child, TIMEOUT).expect("killed");
+        assert!(
+            stderr.contains(hint),
+            "primary has a secret: {primary_has}\n{stderr}"
+        );
+    }
+}

@@ -106,6 +106,8 @@ impl<F: FeedOut> Daemon<F> {
         make_feed: impl FnOnce(u64) -> Result<F, String>,
         stop: Arc<AtomicBool>,
     ) -> Result<Self, String> {
+        // Read before a recovery that may take a while, and once: see `serve`.
+        let replication_secret = config.replication_secret()?;
         let bar = progress_bar();
         let node = Node::recover(&config, SystemClock, make_feed, |done, total| {
             bar.set_length(total);
@@ -119,15 +121,18 @@ impl<F: FeedOut> Daemon<F> {
             segments = r.segments,
             "journal recovered"
         );
-        Self::serve(config, node, stop)
+        Self::serve(config, node, stop, replication_secret)
     }
 
     /// Bind every listener around a ready engine (after recovery, or when a standby takes
-    /// over) and start the re-request, GLIMPSE and replication servers.
+    /// over) and start the re-request, GLIMPSE and replication servers. `replication_secret`:
+    /// [`Config::replication_secret`] as read when the process started (a standby taking over
+    /// must not depend on its `secret_file` still being readable).
     pub fn serve(
         config: Config,
         mut node: Node<SystemClock, F>,
         stop: Arc<AtomicBool>,
+        replication_secret: Option<Vec<u8>>,
     ) -> Result<Self, String> {
         let poll = Poll::new().map_err(|e| format!("cannot create the event poller: {e}"))?;
         let session = SessionId::new(&node.header.gateway_session).ok_or("bad gateway session")?;
@@ -170,7 +175,6 @@ impl<F: FeedOut> Daemon<F> {
         let rerequest = RerequestServer::bind(&rerequest, node.itch_stream().clone())
             .and_then(RerequestServer::spawn)
             .map_err(|e| format!("cannot serve re-requests on {}: {e}", config.feed.rerequest))?;
-        let replication_secret = config.replication_secret()?;
         if replication_secret.is_none() && !config.replication.listen.ip().is_loopback() {
             tracing::warn!(
                 listen = %config.replication.listen,

@@ -191,7 +191,13 @@ fn handshake(
             Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
                 return Ok(Handshake::NotAuthenticated(e.to_string()));
             }
-            Err(e) => return Err(e),
+            Err(e) => {
+                let hint = "a primary without [replication] secret cannot answer it";
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("authentication: {e} ({hint})"),
+                ));
+            }
         }
     }
     let mut output = BufWriter::new(stream.try_clone()?);
@@ -203,7 +209,23 @@ fn handshake(
     }
     .write(&mut output)?;
     output.flush()?;
-    match Frame::read(&mut input)? {
+    let answer = Frame::read(&mut input).map_err(|e| {
+        let no_answer = matches!(
+            e.kind(),
+            io::ErrorKind::UnexpectedEof
+                | io::ErrorKind::ConnectionReset
+                | io::ErrorKind::WouldBlock
+                | io::ErrorKind::TimedOut
+        );
+        if no_answer && secret.is_none() {
+            let hint =
+                "a primary with [replication] secret waits for a proof this standby does not send";
+            io::Error::new(e.kind(), format!("no Welcome: {e} ({hint})"))
+        } else {
+            e
+        }
+    })?;
+    match answer {
         Frame::Welcome {
             day_epoch_unix_ns,
             common_seq,
@@ -415,6 +437,7 @@ pub fn run<F: FeedOut>(
                 let engine = engine.take().expect("day started");
                 return take_over(
                     config,
+                    secret,
                     engine,
                     make_feed,
                     stop,
@@ -430,6 +453,7 @@ pub fn run<F: FeedOut>(
 
 fn take_over<F: FeedOut>(
     config: Config,
+    secret: Option<Vec<u8>>,
     mut engine: Engine<SystemClock, F>,
     make_feed: impl Fn(u64) -> Result<F, String>,
     stop: Arc<AtomicBool>,
@@ -450,7 +474,7 @@ fn take_over<F: FeedOut>(
     }
     engine.flush_journal()?;
     engine.open_feed(make_feed)?;
-    let mut daemon = Daemon::serve(config, engine, stop)?;
+    let mut daemon = Daemon::serve(config, engine, stop, secret)?;
     on_takeover(&daemon.listening());
     daemon.run()
 }
