@@ -362,6 +362,25 @@ struct Slots {
 }
 
 impl Shared {
+    fn new(config: GlimpseConfig, requester: SnapshotRequester, stop: Arc<AtomicBool>) -> Shared {
+        let slots = Slots {
+            list: Vec::with_capacity(config.max_connections),
+            next_id: 0,
+            evicted_running: 0,
+            failures: SourceTable::with_capacity(SOURCES_MAX),
+            refused_log: LogGate::default(),
+            closed_log: LineBudget::for_peer_events(),
+            evicted_log: LogGate::default(),
+        };
+        Shared {
+            config,
+            requester,
+            stop,
+            started: Instant::now(),
+            slots: Mutex::new(slots),
+        }
+    }
+
     fn slots(&self) -> MutexGuard<'_, Slots> {
         // A poisoned lock means a client thread panicked; the table itself stays consistent.
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
@@ -385,22 +404,7 @@ impl GlimpseServer {
         poll.registry()
             .register(&mut listener, mio::Token(0), mio::Interest::READABLE)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let slots = Slots {
-            list: Vec::with_capacity(config.max_connections),
-            next_id: 0,
-            evicted_running: 0,
-            failures: SourceTable::with_capacity(SOURCES_MAX),
-            refused_log: LogGate::default(),
-            closed_log: LineBudget::for_peer_events(),
-            evicted_log: LogGate::default(),
-        };
-        let shared = Arc::new(Shared {
-            config,
-            requester,
-            stop: stop.clone(),
-            started: Instant::now(),
-            slots: Mutex::new(slots),
-        });
+        let shared = Arc::new(Shared::new(config, requester, stop.clone()));
         let thread = std::thread::Builder::new()
             .name("glimpse".into())
             .spawn(move || accept_loop(poll, listener, shared))?;
@@ -572,6 +576,20 @@ fn release_slot(shared: &Shared, id: u64) {
     }
 }
 
+/// A connection thread's claim on its slot: released when it drops, so a thread that panics
+/// (or never starts) gives its slot back too. Kept, a failed thread's slot would be lost for
+/// good, and after `max_connections` failures no client would be served.
+struct SlotClaim {
+    shared: Arc<Shared>,
+    id: u64,
+}
+
+impl Drop for SlotClaim {
+    fn drop(&mut self) {
+        release_slot(&self.shared, self.id);
+    }
+}
+
 /// Why a connection with good credentials is not served.
 enum NotServed {
     /// Closed to make room for a newer connection before its login was read.
@@ -609,11 +627,17 @@ fn admit(
     let Some(id) = take_slot(shared, &stream, peer.ip()) else {
         return;
     };
-    let thread_shared = shared.clone();
+    let claim = SlotClaim {
+        shared: shared.clone(),
+        id,
+    };
+    // The closure owns the claim: the slot is released when the thread ends, however it ends,
+    // or when the closure is dropped unrun.
     let spawned = std::thread::Builder::new()
         .name("glimpse-client".into())
         .spawn(move || {
-            if let Err(why) = serve_client(stream, peer, &thread_shared, id) {
+            let thread_shared = &claim.shared;
+            if let Err(why) = serve_client(stream, peer, thread_shared, id) {
                 let now_ns = thread_shared.now_ns();
                 let line = match thread_shared.slots.lock() {
                     Ok(mut slots) => slots.closed_log.pass(now_ns),
@@ -626,12 +650,10 @@ fn admit(
                     None => tracing::debug!(%peer, "GLIMPSE connection closed: {why}"),
                 }
             }
-            release_slot(&thread_shared, id);
         });
     match spawned {
         Ok(handle) => connections.push(handle),
         Err(e) => {
-            release_slot(shared, id);
             tracing::error!(%peer, error = %e, "GLIMPSE client thread not started; closing");
         }
     }
@@ -900,6 +922,40 @@ mod tests {
             session: SessionId::new(session).unwrap(),
             sequence: 1,
             heartbeat_timeout_ms: None,
+        }
+    }
+
+    #[test]
+    fn a_client_thread_that_panics_gives_its_slot_back() {
+        let (requester, _desk) = snapshot_channel(1, None);
+        let mut one_slot = config();
+        one_slot.max_connections = 1;
+        let stop = Arc::new(AtomicBool::new(false));
+        let shared = Arc::new(Shared::new(one_slot, requester, stop));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        for round in 0..3 {
+            let _client = TcpStream::connect(addr).unwrap();
+            let (server_side, peer) = listener.accept().unwrap();
+            let id = take_slot(&shared, &server_side, peer.ip()).expect("a free slot");
+            let claim = SlotClaim {
+                shared: shared.clone(),
+                id,
+            };
+            let thread = std::thread::spawn(move || {
+                let _claim = claim;
+                panic!("a bug while serving a client");
+            });
+            assert!(thread.join().is_err());
+            let slots = shared.slots();
+            assert!(
+                slots.list.is_empty(),
+                "round {round}: the slot is still held"
+            );
+            assert_eq!(
+                slots.evicted_running, 0,
+                "round {round}: nothing was evicted"
+            );
         }
     }
 
