@@ -55,7 +55,11 @@ impl TokenSource {
     /// millisecond (two runs in one second, as scripts do, used to reuse each other's tokens,
     /// and the venue ignored the second run's orders as duplicates).
     pub fn from_clock() -> TokenSource {
-        let now = crate::loadgen::unix_now();
+        TokenSource::at(crate::loadgen::unix_now())
+    }
+
+    /// [`Self::from_clock`] at `now` (since the Unix epoch).
+    pub fn at(now: std::time::Duration) -> TokenSource {
         let tag = crate::loadgen::run_tag_at(now.as_secs());
         TokenSource {
             prefix: [b'C', tag[0], tag[1], tag[2], tag[3]],
@@ -255,6 +259,21 @@ pub fn parse(line: &str, tokens: &mut TokenSource) -> Result<Command, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn runs_started_in_one_second_make_up_different_tokens() {
+        use std::time::Duration;
+        let second = Duration::from_secs(1_764_800_000);
+        let mut first = TokenSource::at(second + Duration::from_millis(100));
+        let mut second_run = TokenSource::at(second + Duration::from_millis(900));
+        let (a, b) = (first.next_token(), second_run.next_token());
+        assert_eq!(a.0[..5], b.0[..5], "one second, one prefix");
+        assert_ne!(a, b);
+        // A run of 10,000 orders does not reach the next millisecond's first token.
+        let mut early = TokenSource::at(second + Duration::from_millis(100));
+        let late = TokenSource::at(second + Duration::from_millis(101)).next_token();
+        assert!((0..10_000).all(|_| early.next_token() != late));
+    }
+
     use super::*;
 
     fn tokens() -> TokenSource {
