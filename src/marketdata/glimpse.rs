@@ -639,10 +639,7 @@ fn admit(
             let thread_shared = &claim.shared;
             if let Err(why) = serve_client(stream, peer, thread_shared, id) {
                 let now_ns = thread_shared.now_ns();
-                let line = match thread_shared.slots.lock() {
-                    Ok(mut slots) => slots.closed_log.pass(now_ns),
-                    Err(_) => None,
-                };
+                let line = thread_shared.slots().closed_log.pass(now_ns);
                 match line {
                     Some(unlogged) => {
                         tracing::info!(%peer, closed_not_logged = unlogged, "GLIMPSE connection closed: {why}")

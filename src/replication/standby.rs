@@ -192,7 +192,18 @@ fn handshake(
                 return Ok(Handshake::NotAuthenticated(e.to_string()));
             }
             Err(e) => {
-                let hint = "a primary without [replication] secret cannot answer it";
+                // A primary without a secret refuses the authentication hello at once as an
+                // unknown frame; a timeout is a slow or stopped primary, not that.
+                let refused = matches!(
+                    e.kind(),
+                    io::ErrorKind::UnexpectedEof
+                        | io::ErrorKind::ConnectionReset
+                        | io::ErrorKind::InvalidData
+                );
+                if !refused {
+                    return Err(e);
+                }
+                let hint = "if the primary has no [replication] secret it cannot answer this; otherwise it is busy or going away";
                 return Err(io::Error::new(
                     e.kind(),
                     format!("authentication: {e} ({hint})"),
@@ -218,8 +229,7 @@ fn handshake(
                 | io::ErrorKind::TimedOut
         );
         if no_answer && secret.is_none() {
-            let hint =
-                "a primary with [replication] secret waits for a proof this standby does not send";
+            let hint = "a primary with [replication] secret waits for a proof this standby does not send: is one set there? Else the primary is slow, full or going away";
             io::Error::new(e.kind(), format!("no Welcome: {e} ({hint})"))
         } else {
             e
