@@ -303,6 +303,11 @@ pub struct Recovered {
     pub term: u64,
 }
 
+/// raft election priorities (see [`ClusterNode::set_can_serve`]): a voter refuses a candidate
+/// of lower priority unless the candidate's log is newer than its own.
+pub const PRIORITY_CAN_SERVE: i64 = 0;
+pub const PRIORITY_CANNOT_SERVE: i64 = -1;
+
 pub struct ClusterNode {
     raw: RawNode<JournalStorage>,
     config: NodeConfig,
@@ -330,6 +335,8 @@ pub struct ClusterNode {
     handed_over_term: u64,
     /// The member the lead was last handed to (the next try goes to the one after it).
     handed_over_to: u64,
+    /// Whether this member could serve if elected ([`Self::set_can_serve`]).
+    can_serve: bool,
 }
 
 impl ClusterNode {
@@ -364,6 +371,7 @@ impl ClusterNode {
             lease_term: 0,
             handed_over_term: 0,
             handed_over_to: 0,
+            can_serve: true,
             lease_reads: VecDeque::with_capacity(LEASE_READS_IN_FLIGHT_MAX),
             last_lease_read_tick: 0,
             quiet_until_tick: if config.quiet_after_start {
@@ -393,6 +401,43 @@ impl ClusterNode {
 
     pub fn role(&self) -> Role {
         self.role
+    }
+
+    /// Whether this member could serve if elected (its serving ports are free: see
+    /// `daemon::ports`). One that cannot stands for election at a lower raft priority, so the
+    /// members that can win the elections among themselves; safety is untouched (a refused
+    /// vote never is).
+    pub fn set_can_serve(&mut self, can_serve: bool) {
+        self.can_serve = can_serve;
+        self.apply_priority();
+    }
+
+    /// The priority raft uses from now. Applied before every tick and step, so that a member
+    /// restarted or rebuilt keeps it.
+    fn apply_priority(&mut self) {
+        let priority = if self.can_serve {
+            PRIORITY_CAN_SERVE
+        } else {
+            PRIORITY_CANNOT_SERVE
+        };
+        self.raw.raft.set_priority(priority);
+    }
+
+    /// raft-rs answers a pre-vote it refuses with its own term, and at term 0 that answer is a
+    /// fatal error there (it panics: "term should be set"). Before priorities a member at term
+    /// 0 never refused one (its log is empty, so every candidate's is up to date); a candidate
+    /// of lower priority is refused, so such a pre-vote goes unanswered instead: the same for
+    /// the candidate as a refusal (it gets no vote from this member).
+    fn refusal_at_term_0(&self, message: &Message) -> bool {
+        let raft = &self.raw.raft;
+        message.get_msg_type() == MessageType::MsgRequestPreVote
+            && raft.term == 0
+            && message.priority < raft.priority
+            && message.index <= raft.raft_log.last_index()
+    }
+
+    pub fn priority(&self) -> i64 {
+        self.raw.raft.priority
     }
 
     /// Highest record a quorum holds (as of the last `poll`).
@@ -548,6 +593,7 @@ impl ClusterNode {
     /// One tick of the loop's clock. Call it for every tick that passed, before anything else.
     pub fn tick(&mut self) {
         self.ticks += 1;
+        self.apply_priority();
         self.raw.tick();
         self.retry_hand_over();
         self.after_raft();
@@ -585,6 +631,12 @@ impl ClusterNode {
                 .mut_store()
                 .ensure_journal(sender_day_epoch)
                 .map_err(|e| StepError::Storage(e.to_string()))?;
+        }
+        self.apply_priority();
+        if self.refusal_at_term_0(&message) {
+            return Err(StepError::Ignored(
+                "pre-vote of a member that cannot serve, at term 0",
+            ));
         }
         let result = self.raw.step(message);
         self.after_raft();
@@ -931,6 +983,12 @@ fn check_message(message: &Message, self_id: u64, members: u64) -> Result<(), St
     }
     if message.term == 0 {
         return Err(StepError::Invalid("term 0"));
+    }
+    // Members send only these two (a refusal for priority at term 0 is a panic in raft-rs:
+    // see `ClusterNode::refusal_at_term_0`).
+    let priority_known = matches!(message.priority, PRIORITY_CANNOT_SERVE | PRIORITY_CAN_SERVE);
+    if !priority_known || message.deprecated_priority != 0 {
+        return Err(StepError::Invalid("election priority members never use"));
     }
     if message.get_msg_type() != MessageType::MsgAppend && !message.entries.is_empty() {
         return Err(StepError::Invalid("entries outside an append"));

@@ -123,6 +123,8 @@ struct Sim {
     pauses: u64,
     /// Leaders that handed the lead over ([`ClusterNode::hand_over_lead`]).
     hand_overs: u64,
+    /// Members told they can or cannot serve ([`ClusterNode::set_can_serve`]).
+    priority_flips: u64,
     faults: bool,
     /// Steps a minority follower's appends may wait (`cluster::majority_first`); `None`:
     /// every append leaves at once.
@@ -140,6 +142,7 @@ struct Stats {
     kills: u64,
     pauses: u64,
     hand_overs: u64,
+    priority_flips: u64,
     proposals: u64,
     /// Appends held by majority first (even seeds).
     held_appends: u64,
@@ -255,6 +258,7 @@ impl Sim {
             kills: 0,
             pauses: 0,
             hand_overs: 0,
+            priority_flips: 0,
             faults: true,
             majority_first_steps: None,
             held_appends: 0,
@@ -361,6 +365,7 @@ impl Sim {
             kills: self.kills,
             pauses: self.pauses,
             hand_overs: self.hand_overs,
+            priority_flips: self.priority_flips,
             proposals: self.proposals,
             held_appends: self.held_appends,
         })
@@ -402,6 +407,16 @@ impl Sim {
                 && node.hand_over_lead(to)
             {
                 self.hand_overs += 1;
+            }
+        }
+        if self.rng.chance(1, 40) {
+            // A member's serving ports taken or freed (the daemon checks them): its election
+            // priority, from the first tick on (term 0 included).
+            let index = self.rng.below(count) as usize;
+            let can_serve = self.rng.chance(1, 2);
+            if let Some(node) = self.members[index].node.as_mut() {
+                node.set_can_serve(can_serve);
+                self.priority_flips += 1;
             }
         }
         if self.rng.chance(1, 150) {
@@ -903,6 +918,7 @@ fn run_shard(shard: u64) {
                 sum.kills += stats.kills;
                 sum.pauses += stats.pauses;
                 sum.hand_overs += stats.hand_overs;
+                sum.priority_flips += stats.priority_flips;
                 sum.proposals += stats.proposals;
                 sum.held_appends += stats.held_appends;
             }
@@ -923,6 +939,10 @@ fn run_shard(shard: u64) {
         assert!(
             sum.hand_overs > seeds / 2,
             "leaders hand the lead over: {sum:?}"
+        );
+        assert!(
+            sum.priority_flips > seeds,
+            "members' election priorities change: {sum:?}"
         );
         assert!(sum.acked > seeds * 20, "records get acknowledged: {sum:?}");
         // Shards 0 and 2 run the even seeds.

@@ -24,7 +24,9 @@
 
 use super::node::Node;
 use super::output::FeedOut;
-use super::{ADMIN_TOKENS, Daemon, Listening, TRANSPORT_TOKEN, WAKER_TOKEN, admin, progress_bar};
+use super::{
+    ADMIN_TOKENS, Daemon, Listening, TRANSPORT_TOKEN, WAKER_TOKEN, admin, ports, progress_bar,
+};
 use crate::cluster::majority_first::MajorityFirst;
 use crate::cluster::node::{ClusterNode, Event, Polled, Role, StepError, tracing_logger};
 use crate::cluster::transport::Transport;
@@ -95,6 +97,10 @@ pub(super) struct Member<F: FeedOut> {
     majority_first: MajorityFirst,
     /// Scratch for the followers' progress (no allocation per turn).
     followers: Vec<(u64, u64)>,
+    /// When this member last checked its serving ports (boot ns of the loop's clock; 0:
+    /// never), and whether one was taken: its election priority says so (`ports`).
+    ports_checked_ns: u64,
+    ports_taken: bool,
 }
 
 impl<F: FeedOut> Daemon<F> {
@@ -219,6 +225,8 @@ impl<F: FeedOut> Daemon<F> {
                 cluster.appends_in_flight_max,
             ),
             followers: Vec::with_capacity(cluster.members.len()),
+            ports_checked_ns: 0,
+            ports_taken: false,
         };
         Ok(Daemon {
             poll,
@@ -393,7 +401,39 @@ impl<F: FeedOut> Daemon<F> {
         if !self.member_serving() && self.may_start_serving(now_ns) {
             self.start_serving(now_ns);
         }
+        self.check_serving_ports(now_ns);
         false
+    }
+
+    /// A member that does not serve checks its serving ports now and then, and stands for
+    /// election at a lower priority while one is taken (`ports`).
+    fn check_serving_ports(&mut self, now_ns: u64) {
+        let member = self.member.as_mut().expect("member");
+        let due = member.ports_checked_ns == 0
+            || now_ns.saturating_sub(member.ports_checked_ns) >= ports::CHECK_INTERVAL_NS;
+        if member.serving || !due {
+            return;
+        }
+        member.ports_checked_ns = now_ns.max(1);
+        let taken = ports::first_taken(&self.config);
+        let id = member.id;
+        if let Some((addr, error)) = &taken
+            && !member.ports_taken
+        {
+            tracing::warn!(member = id, %addr, "cluster: cannot bind serving port {addr} ({error}): standing for election below the members that can serve");
+        } else if taken.is_none() && member.ports_taken {
+            tracing::info!(
+                member = id,
+                "cluster: serving ports free again: standing for election as the others do"
+            );
+        }
+        self.set_ports_taken(taken.is_some());
+    }
+
+    fn set_ports_taken(&mut self, taken: bool) {
+        self.member.as_mut().expect("member").ports_taken = taken;
+        let raft = self.node.cluster_mut().expect("a member's node");
+        raft.set_can_serve(!taken);
     }
 
     fn take_node_for_rebuild(&mut self) -> Result<(), String> {
@@ -504,6 +544,9 @@ impl<F: FeedOut> Daemon<F> {
     /// the lead to the next member (raft's leader transfer; this member releases nothing more
     /// in its term, see [`ClusterNode::hand_over_lead`]).
     fn serve_failed(&mut self, now_ns: u64) {
+        // Not re-elected at once once it has handed over: the check after it steps down
+        // restores the priority when the ports are free.
+        self.set_ports_taken(true);
         let member = self.member.as_mut().expect("member");
         if member.serve_failing_since_ns == 0 {
             member.serve_failing_since_ns = now_ns.max(1);

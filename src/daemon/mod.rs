@@ -10,6 +10,7 @@ mod member;
 pub mod metrics;
 pub mod node;
 pub mod output;
+mod ports;
 
 use crate::config::{Config, WaitStrategy};
 use crate::exchange::{Admin, Outcome};

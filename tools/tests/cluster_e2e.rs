@@ -1300,6 +1300,36 @@ fn damage_order(journal: &std::path::Path, needle: &str) {
     panic!("no record carries {needle:?}");
 }
 
+/// Another process holds member 1's order-entry port, and member 1 has the shortest election
+/// timeout, so it stands first in every election. It used to win (the others granted it their
+/// votes), fail to bind for 2 s and only then hand the lead on; now it stands at a lower raft
+/// priority while its port is taken, the others refuse it their votes, and it never leads.
+#[test]
+fn a_member_that_cannot_bind_its_gateway_is_not_elected() {
+    let mut cluster = Cluster::prepare(false, "");
+    let _held = std::net::TcpListener::bind(cluster.members[0].gateway).expect("hold the port");
+    let config = &cluster.members[0].config;
+    let text = std::fs::read_to_string(config).unwrap().replacen(
+        &format!("secret = \"{SECRET}\"\n"),
+        &format!("secret = \"{SECRET}\"\nelection_timeout_ms = 150\nelection_spread_ms = 10\n"),
+        1,
+    );
+    assert!(text.contains("election_timeout_ms = 150"));
+    std::fs::write(config, text).unwrap();
+    cluster.launch_all();
+    let leader = cluster.await_one_leader(Duration::from_secs(30));
+    assert_ne!(leader, 0, "member 1 cannot serve");
+    let log = cluster.members[0].log();
+    assert!(
+        !log.contains("cannot listen for order entry yet"),
+        "member 1 was elected:\n{log}"
+    );
+    assert!(
+        log.contains("standing for election below the members that can serve"),
+        "{log}"
+    );
+}
+
 /// Another process holds the order-entry ports of members 1 and 2, so only member 3 can serve.
 /// A leader that cannot bind its gateway used to keep the lead (retrying every 100 ms) and the
 /// cluster served nobody for as long as it lived (the cluster audit: 20 s); now it hands the
