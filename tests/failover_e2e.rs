@@ -471,6 +471,19 @@ fn a_primary_holding_its_batches_refuses_admin_and_defers_a_drop_instead_of_pani
 
 const PAIR_SECRET: &str = "secret = \"the pair's shared secret\"";
 
+/// A primary with [`PAIR_SECRET`] that has acknowledged ALICE's order `L1`.
+fn primary_with_the_secret_and_an_order(
+    dir: &std::path::Path,
+    group: std::net::SocketAddrV4,
+) -> Venue {
+    let text = config_full(dir, "", group, &format!("heartbeat_ms = 50\n{PAIR_SECRET}"));
+    let primary = Venue::start(dir, &text);
+    let mut alice = OuchClient::login(primary.gateway, "ALICE", "alicepw", "", 1, TIMEOUT).unwrap();
+    alice.send(&enter("L1", b'B', 100, 100_000)).unwrap();
+    assert_eq!(alice.recv_messages(2, TIMEOUT).unwrap().len(), 2);
+    primary
+}
+
 /// Everything the replication port sends `stream` until it closes (a reset counts as closed).
 fn read_all(mut stream: std::net::TcpStream) -> Vec<u8> {
     use std::io::Read;
@@ -490,18 +503,7 @@ fn with_a_replication_secret_only_a_standby_that_knows_it_gets_the_journal() {
     use std::io::Write;
     let primary_dir = tempfile::tempdir().unwrap();
     let group = unique_group();
-    let primary = Venue::start(
-        primary_dir.path(),
-        &config_full(
-            primary_dir.path(),
-            "",
-            group,
-            &format!("heartbeat_ms = 50\n{PAIR_SECRET}"),
-        ),
-    );
-    let mut alice = OuchClient::login(primary.gateway, "ALICE", "alicepw", "", 1, TIMEOUT).unwrap();
-    alice.send(&enter("L1", b'B', 100, 100_000)).unwrap();
-    assert_eq!(alice.recv_messages(2, TIMEOUT).unwrap().len(), 2);
+    let primary = primary_with_the_secret_and_an_order(primary_dir.path(), group);
 
     // A Hello as an unauthenticated standby sends it (padded past the authentication
     // hello's length, so the refusal comes at once rather than after the timeout).
@@ -580,18 +582,7 @@ fn with_a_replication_secret_only_a_standby_that_knows_it_gets_the_journal() {
 fn a_standby_takes_over_with_the_secret_it_read_at_start() {
     let primary_dir = tempfile::tempdir().unwrap();
     let group = unique_group();
-    let primary = Venue::start(
-        primary_dir.path(),
-        &config_full(
-            primary_dir.path(),
-            "",
-            group,
-            &format!("heartbeat_ms = 50\n{PAIR_SECRET}"),
-        ),
-    );
-    let mut alice = OuchClient::login(primary.gateway, "ALICE", "alicepw", "", 1, TIMEOUT).unwrap();
-    alice.send(&enter("L1", b'B', 100, 100_000)).unwrap();
-    assert_eq!(alice.recv_messages(2, TIMEOUT).unwrap().len(), 2);
+    let primary = primary_with_the_secret_and_an_order(primary_dir.path(), group);
 
     let standby_dir = tempfile::tempdir().unwrap();
     let secret_file = standby_dir.path().join("pair.secret");
