@@ -94,6 +94,19 @@ fn standby_config(
     )
 }
 
+/// [`standby_config`] with `replication_extra` added to its `[replication]` section.
+fn standby_config_with(
+    dir: &std::path::Path,
+    group: std::net::SocketAddrV4,
+    primary: &Venue,
+    replication_extra: &str,
+) -> String {
+    standby_config(dir, group, primary.replication, primary.admin).replace(
+        "heartbeat_ms = 50",
+        &format!("heartbeat_ms = 50\n{replication_extra}"),
+    )
+}
+
 fn replicated(text: String) -> String {
     text.replace("durability = \"flush\"", "durability = \"replicated\"")
 }
@@ -484,6 +497,19 @@ fn primary_with_the_secret_and_an_order(
     primary
 }
 
+/// `bourse standby` with config `text` written in `dir`, its log (stderr) on a pipe.
+fn standby_logging_to_a_pipe(dir: &std::path::Path, text: &str) -> std::process::Child {
+    let config = dir.join("bourse.toml");
+    std::fs::write(&config, text).unwrap();
+    std::process::Command::new(common::bourse_binary())
+        .args(["standby", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Everything the replication port sends `stream` until it closes (a reset counts as closed).
 fn read_all(mut stream: std::net::TcpStream) -> Vec<u8> {
     use std::io::Read;
@@ -535,35 +561,20 @@ fn with_a_replication_secret_only_a_standby_that_knows_it_gets_the_journal() {
 
     // A standby configured with another secret stops instead of following or taking over.
     let wrong_dir = tempfile::tempdir().unwrap();
-    let text = standby_config(wrong_dir.path(), group, primary.replication, primary.admin).replace(
-        "heartbeat_ms = 50",
-        "heartbeat_ms = 50\nsecret = \"another secret, long enough\"",
+    let text = standby_config_with(
+        wrong_dir.path(),
+        group,
+        &primary,
+        "secret = \"another secret, long enough\"",
     );
-    let config = wrong_dir.path().join("bourse.toml");
-    std::fs::write(&config, text).unwrap();
-    let mut child = std::process::Command::new(common::bourse_binary())
-        .args(["standby", "--config"])
-        .arg(&config)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = standby_logging_to_a_pipe(wrong_dir.path(), &text);
     let (status, stderr) = common::exited(&mut child, TIMEOUT).expect("the standby stops");
     assert!(!status.success());
     assert!(stderr.contains("failed authentication"), "{stderr}");
 
     // The standby with the secret follows, and has the order when it takes over.
     let standby_dir = tempfile::tempdir().unwrap();
-    let text = standby_config(
-        standby_dir.path(),
-        group,
-        primary.replication,
-        primary.admin,
-    )
-    .replace(
-        "heartbeat_ms = 50",
-        &format!("heartbeat_ms = 50\n{PAIR_SECRET}"),
-    );
+    let text = standby_config_with(standby_dir.path(), group, &primary, PAIR_SECRET);
     let mut standby = Standby::start(standby_dir.path(), &text);
     std::thread::sleep(Duration::from_millis(500));
     primary.kill9();
@@ -587,18 +598,11 @@ fn a_standby_takes_over_with_the_secret_it_read_at_start() {
     let standby_dir = tempfile::tempdir().unwrap();
     let secret_file = standby_dir.path().join("pair.secret");
     std::fs::write(&secret_file, "the pair's shared secret\n").unwrap();
-    let text = standby_config(
+    let text = standby_config_with(
         standby_dir.path(),
         group,
-        primary.replication,
-        primary.admin,
-    )
-    .replace(
-        "heartbeat_ms = 50",
-        &format!(
-            "heartbeat_ms = 50\nsecret_file = {:?}",
-            secret_file.display().to_string()
-        ),
+        &primary,
+        &format!("secret_file = {:?}", secret_file.display().to_string()),
     );
     let mut standby = Standby::start(standby_dir.path(), &text);
     std::thread::sleep(Duration::from_millis(500));
@@ -653,27 +657,9 @@ fn a_secret_on_one_side_only_is_named_in_the_standbys_log() {
             ),
         );
         let standby_dir = tempfile::tempdir().unwrap();
-        let mut text = standby_config(
-            standby_dir.path(),
-            group,
-            primary.replication,
-            primary.admin,
-        );
-        if !primary_has {
-            text = text.replace(
-                "heartbeat_ms = 50",
-                &format!("heartbeat_ms = 50\n{PAIR_SECRET}"),
-            );
-        }
-        let config = standby_dir.path().join("bourse.toml");
-        std::fs::write(&config, text).unwrap();
-        let mut child = std::process::Command::new(common::bourse_binary())
-            .args(["standby", "--config"])
-            .arg(&config)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let standby_has = if primary_has { "" } else { PAIR_SECRET };
+        let text = standby_config_with(standby_dir.path(), group, &primary, standby_has);
+        let mut child = standby_logging_to_a_pipe(standby_dir.path(), &text);
         // The first failed handshake is logged once it fails (a 2 s timeout at most).
         let stderr = child.stderr.take().unwrap();
         let (lines, received) = std::sync::mpsc::channel();
