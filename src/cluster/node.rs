@@ -412,8 +412,8 @@ impl ClusterNode {
         self.apply_priority();
     }
 
-    /// The priority raft uses from now. Applied before every tick and step, so that a member
-    /// restarted or rebuilt keeps it.
+    /// The priority raft uses from now: set at each change, and again before every tick and
+    /// step (a field write) so that raft's value never drifts from `can_serve`.
     fn apply_priority(&mut self) {
         let priority = if self.can_serve {
             PRIORITY_CAN_SERVE
@@ -434,10 +434,6 @@ impl ClusterNode {
             && raft.term == 0
             && message.priority < raft.priority
             && message.index <= raft.raft_log.last_index()
-    }
-
-    pub fn priority(&self) -> i64 {
-        self.raw.raft.priority
     }
 
     /// Highest record a quorum holds (as of the last `poll`).

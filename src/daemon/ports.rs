@@ -4,8 +4,9 @@
 //! wins an election. So a member that does not serve checks its ports every
 //! [`CHECK_INTERVAL_NS`] and, while one is taken, stands for election at a lower raft priority
 //! (`ClusterNode::set_can_serve`): a voter of higher priority refuses it its vote unless its
-//! log is newer than the voter's (raft-rs's rule; refusing votes never costs safety). Members that can serve win the
-//! elections among themselves; when none can, priorities are equal and elections are as before.
+//! log is newer than the voter's (raft-rs's rule; refusing votes never costs safety). Members
+//! that can serve win the elections among themselves; members that cannot refuse no one, so
+//! when they are a majority they may still elect one of their own, who then hands over.
 
 use crate::config::Config;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
