@@ -335,8 +335,6 @@ pub struct ClusterNode {
     handed_over_term: u64,
     /// The member the lead was last handed to (the next try goes to the one after it).
     handed_over_to: u64,
-    /// Whether this member could serve if elected ([`Self::set_can_serve`]).
-    can_serve: bool,
 }
 
 impl ClusterNode {
@@ -371,7 +369,6 @@ impl ClusterNode {
             lease_term: 0,
             handed_over_term: 0,
             handed_over_to: 0,
-            can_serve: true,
             lease_reads: VecDeque::with_capacity(LEASE_READS_IN_FLIGHT_MAX),
             last_lease_read_tick: 0,
             quiet_until_tick: if config.quiet_after_start {
@@ -408,14 +405,7 @@ impl ClusterNode {
     /// members that can win the elections among themselves; safety is untouched (a refused
     /// vote never is).
     pub fn set_can_serve(&mut self, can_serve: bool) {
-        self.can_serve = can_serve;
-        self.apply_priority();
-    }
-
-    /// The priority raft uses from now: set at each change, and again before every tick and
-    /// step (a field write) so that raft's value never drifts from `can_serve`.
-    fn apply_priority(&mut self) {
-        let priority = if self.can_serve {
+        let priority = if can_serve {
             PRIORITY_CAN_SERVE
         } else {
             PRIORITY_CANNOT_SERVE
@@ -589,7 +579,6 @@ impl ClusterNode {
     /// One tick of the loop's clock. Call it for every tick that passed, before anything else.
     pub fn tick(&mut self) {
         self.ticks += 1;
-        self.apply_priority();
         self.raw.tick();
         self.retry_hand_over();
         self.after_raft();
@@ -628,7 +617,6 @@ impl ClusterNode {
                 .ensure_journal(sender_day_epoch)
                 .map_err(|e| StepError::Storage(e.to_string()))?;
         }
-        self.apply_priority();
         if self.refusal_at_term_0(&message) {
             return Err(StepError::Ignored(
                 "pre-vote of a member that cannot serve, at term 0",
