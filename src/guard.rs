@@ -432,7 +432,7 @@ impl LineBudget {
 
 /// The connections a server's threads are serving, at most `max`, for servers that give each
 /// connection a thread and make room for a newcomer by closing an older one (the replication
-/// port's followers, a cluster member's handshakes). A closed connection's thread ends on its
+/// port's followers, a cluster member's handshakes, GLIMPSE clients). A closed connection's thread ends on its
 /// own; while as many are still ending as there are slots, newcomers are refused, which bounds
 /// the threads at twice `max`.
 pub struct ConnectionSlots<M> {
@@ -448,6 +448,24 @@ pub struct ConnectionSlot<M> {
     pub id: u64,
     pub meta: M,
     stream: std::net::TcpStream,
+}
+
+impl<M> ConnectionSlot<M> {
+    /// The server's handle on the connection's socket.
+    pub fn stream(&self) -> &std::net::TcpStream {
+        &self.stream
+    }
+}
+
+/// What [`ConnectionSlots::admit_with`]'s caller decides about a newcomer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Give it a free slot.
+    Take,
+    /// Close the connection at this index first (to make room, or to keep a budget).
+    CloseFor(usize),
+    /// Close the newcomer, for this reason.
+    Refuse(&'static str),
 }
 
 impl<M> ConnectionSlots<M> {
@@ -470,21 +488,64 @@ impl<M> ConnectionSlots<M> {
         meta: M,
         victim: impl FnOnce(&[ConnectionSlot<M>]) -> Option<usize>,
     ) -> Option<u64> {
-        if self.list.len() >= self.max {
-            if self.closed_running >= self.max {
-                return None;
+        let decide = |list: &[ConnectionSlot<M>], full: bool| match full {
+            false => Admission::Take,
+            true => victim(list).map_or(
+                Admission::Refuse("no connection to close"),
+                Admission::CloseFor,
+            ),
+        };
+        self.admit_with(stream, meta, decide).ok()
+    }
+
+    /// [`Self::admit`] for servers with more rules than "close one when all are taken" (a
+    /// per-source budget): `decide` sees the slots (oldest first) and whether all are taken,
+    /// and may close one even when they are not. The newcomer is refused (with the reason)
+    /// when `decide` says so, when no slot is free after its choice, or when a connection
+    /// would have to be closed while as many closed ones' threads are still ending as there
+    /// are slots.
+    pub fn admit_with(
+        &mut self,
+        stream: &std::net::TcpStream,
+        meta: M,
+        decide: impl FnOnce(&[ConnectionSlot<M>], bool) -> Admission,
+    ) -> Result<u64, &'static str> {
+        let full = self.list.len() >= self.max;
+        match decide(&self.list, full) {
+            Admission::Take => {}
+            Admission::Refuse(why) => return Err(why),
+            Admission::CloseFor(_) if self.closed_running >= self.max => {
+                return Err("closed connections are still ending");
             }
-            let closed = self.list.remove(victim(&self.list)?);
-            // Its thread sees EOF or an error at once and ends.
-            let _ = closed.stream.shutdown(std::net::Shutdown::Both);
-            self.closed_running += 1;
+            Admission::CloseFor(index) => {
+                let closed = self.list.remove(index);
+                // Its thread sees EOF or an error at once and ends; a reset leaves no
+                // TIME_WAIT.
+                let _ = socket2::SockRef::from(&closed.stream)
+                    .set_linger(Some(std::time::Duration::ZERO));
+                let _ = closed.stream.shutdown(std::net::Shutdown::Both);
+                self.closed_running += 1;
+            }
         }
-        let stream = stream.try_clone().ok()?;
+        if self.list.len() >= self.max {
+            return Err("every slot is taken");
+        }
+        let stream = stream.try_clone().map_err(|_| "cannot clone the socket")?;
         let id = self.next_id;
         self.next_id += 1;
         self.list.push(ConnectionSlot { id, meta, stream });
         debug_assert!(self.list.len() <= self.max);
-        Some(id)
+        Ok(id)
+    }
+
+    /// The connections being served, oldest first.
+    pub fn list(&self) -> &[ConnectionSlot<M>] {
+        &self.list
+    }
+
+    /// Closed connections whose threads have not ended yet.
+    pub fn closed_running(&self) -> usize {
+        self.closed_running
     }
 
     /// What the server knows of connection `id`; `None` once it was closed for room.
@@ -545,6 +606,27 @@ impl<M> SlotHold<M> {
             id,
             ended: false,
         })
+    }
+
+    /// [`ConnectionSlots::admit_with`] on the shared table; the hold goes to the connection's
+    /// thread.
+    pub fn admit_with(
+        slots: &SharedSlots<M>,
+        stream: &std::net::TcpStream,
+        meta: M,
+        decide: impl FnOnce(&[ConnectionSlot<M>], bool) -> Admission,
+    ) -> Result<SlotHold<M>, &'static str> {
+        let id = lock_slots(slots).admit_with(stream, meta, decide)?;
+        Ok(SlotHold {
+            slots: slots.clone(),
+            id,
+            ended: false,
+        })
+    }
+
+    /// The connection's id in its table.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// `change` applied to what the server knows of this connection; `None` (and not applied)
@@ -951,6 +1033,64 @@ mod tests {
         assert!(!slots.ended(1), "closed for room");
         assert!(slots.ended(2), "still open");
         assert_eq!(slots.admit(&connect().1, "g", |_| panic!("room")), Some(4));
+    }
+
+    #[test]
+    fn admission_rules_may_close_before_the_slots_are_full_and_refuse_with_a_reason() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let connect = || {
+            let client = std::net::TcpStream::connect(addr).unwrap();
+            (client, listener.accept().unwrap().0)
+        };
+        let mut slots: ConnectionSlots<&str> = ConnectionSlots::new(3);
+        let take = |_: &[ConnectionSlot<&str>], full: bool| {
+            assert!(!full);
+            Admission::Take
+        };
+        let (mut a_client, a) = connect();
+        assert_eq!(slots.admit_with(&a, "a", take), Ok(0));
+        // A budget of the server's own (one "a" at a time): closed with a slot still free.
+        let (_a2_client, a2) = connect();
+        let close_the_other_a = |list: &[ConnectionSlot<&str>], full: bool| {
+            assert!(!full);
+            Admission::CloseFor(list.iter().position(|c| c.meta == "a").unwrap())
+        };
+        assert_eq!(slots.admit_with(&a2, "a", close_the_other_a), Ok(1));
+        let mut byte = [0u8; 1];
+        assert_eq!(std::io::Read::read(&mut a_client, &mut byte).unwrap(), 0);
+        assert_eq!((slots.list().len(), slots.closed_running()), (1, 1));
+        // A refusal carries the server's reason and takes no id.
+        let refuse = |_: &[ConnectionSlot<&str>], _| Admission::Refuse("over budget");
+        assert_eq!(
+            slots.admit_with(&connect().1, "b", refuse),
+            Err("over budget")
+        );
+        assert_eq!(slots.admit_with(&connect().1, "b", take), Ok(2));
+        assert_eq!(slots.admit_with(&connect().1, "c", take), Ok(3));
+        // Full and the rule takes anyway: no slot is free.
+        let take_anyway = |_: &[ConnectionSlot<&str>], full: bool| {
+            assert!(full);
+            Admission::Take
+        };
+        let newcomer = connect().1;
+        assert_eq!(
+            slots.admit_with(&newcomer, "d", take_anyway),
+            Err("every slot is taken")
+        );
+        // As many closed threads still ending as slots: nothing more is closed.
+        let close_first = |_: &[ConnectionSlot<&str>], _| Admission::CloseFor(0);
+        assert_eq!(slots.admit_with(&newcomer, "d", close_first), Ok(4));
+        assert_eq!(slots.admit_with(&newcomer, "e", close_first), Ok(5));
+        assert_eq!(slots.closed_running(), 3);
+        assert_eq!(
+            slots.admit_with(&newcomer, "f", close_first),
+            Err("closed connections are still ending")
+        );
+        assert_eq!(
+            slots.list().iter().map(|c| c.meta).collect::<Vec<_>>(),
+            ["c", "d", "e"]
+        );
     }
 
     #[test]

@@ -40,7 +40,8 @@ use super::ServerHandle;
 use crate::config::Config;
 use crate::exchange::Exchange;
 use crate::guard::{
-    BackoffRules, FailureRecord, LineBudget, LogGate, Phase, SourceTable, eviction_victim,
+    Admission, BackoffRules, ConnectionSlot, ConnectionSlots, FailureRecord, LineBudget, LogGate,
+    Phase, SharedSlots, SlotHold, SourceTable, eviction_victim, lock_slots,
 };
 use crate::types::Timestamp;
 use crate::wire::ascii::SessionId;
@@ -333,26 +334,23 @@ struct Shared {
     requester: SnapshotRequester,
     stop: Arc<AtomicBool>,
     started: Instant,
-    slots: Mutex<Slots>,
+    /// The connections being served (`max_connections`); a closed one's thread frees its
+    /// slot as it ends, however it ends ([`SlotHold`]).
+    slots: SharedSlots<Client>,
+    records: Mutex<Records>,
 }
 
-/// One connection being served.
-struct Slot {
-    id: u64,
+/// What the server knows of a connection it serves.
+struct Client {
     source: IpAddr,
     opened_ns: u64,
     /// Logged in (the index of its account in the config): its snapshot is being sent;
     /// never closed to make room.
     account: Option<usize>,
-    /// A handle on the socket, to close it from the accept thread (eviction).
-    stream: TcpStream,
 }
 
-struct Slots {
-    list: Vec<Slot>,
-    next_id: u64,
-    /// Evicted connections whose threads have not ended yet (bounds the threads).
-    evicted_running: usize,
+/// Failed logins by source, and the gates of the log lines clients can cause.
+struct Records {
     failures: SourceTable<FailureRecord>,
     refused_log: LogGate,
     /// Connections closed on an error (bad bytes, a refused login, a failed write): a line
@@ -363,27 +361,25 @@ struct Slots {
 
 impl Shared {
     fn new(config: GlimpseConfig, requester: SnapshotRequester, stop: Arc<AtomicBool>) -> Shared {
-        let slots = Slots {
-            list: Vec::with_capacity(config.max_connections),
-            next_id: 0,
-            evicted_running: 0,
+        let records = Records {
             failures: SourceTable::with_capacity(SOURCES_MAX),
             refused_log: LogGate::default(),
             closed_log: LineBudget::for_peer_events(),
             evicted_log: LogGate::default(),
         };
         Shared {
+            slots: Arc::new(Mutex::new(ConnectionSlots::new(config.max_connections))),
             config,
             requester,
             stop,
             started: Instant::now(),
-            slots: Mutex::new(slots),
+            records: Mutex::new(records),
         }
     }
 
-    fn slots(&self) -> MutexGuard<'_, Slots> {
-        // A poisoned lock means a client thread panicked; the table itself stays consistent.
-        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    fn records(&self) -> MutexGuard<'_, Records> {
+        // A poisoned lock means a client thread panicked; the records stay consistent.
+        self.records.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn now_ns(&self) -> u64 {
@@ -472,80 +468,68 @@ fn accept_loop(mut poll: mio::Poll, listener: mio::net::TcpListener, shared: Arc
 /// failed login's backoff delay at most. Refusing the newcomer instead would let a burst of
 /// idle connections shut out the subscriber that follows them.
 fn threads_free(shared: &Shared) -> bool {
-    shared.slots().evicted_running < shared.config.max_connections
+    lock_slots(&shared.slots).closed_running() < shared.config.max_connections
 }
 
 /// Find room for a connection from `source` (closing an older pre-login one if a bound is
-/// reached) and register it; its id, or `None` if it must be closed.
-fn take_slot(shared: &Shared, stream: &TcpStream, source: IpAddr) -> Option<u64> {
+/// reached) and register it: its hold on the slot, or `None` if it must be closed.
+fn take_slot(shared: &Shared, stream: &TcpStream, source: IpAddr) -> Option<SlotHold<Client>> {
     let config = &shared.config;
     let now_ns = shared.now_ns();
-    let mut slots = shared.slots();
-    let slots = &mut *slots;
-    let refuse = |slots: &mut Slots, why: &str| {
-        if let Some(suppressed) = slots.refused_log.pass(now_ns, LOG_INTERVAL_MS) {
-            tracing::warn!(%source, suppressed, "GLIMPSE connection closed at once: {why}");
+    let mut evicted = None;
+    let decide = |list: &[ConnectionSlot<Client>], full: bool| {
+        let pre_login = list
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.meta.account.is_none());
+        let from_source = pre_login
+            .clone()
+            .filter(|(_, c)| c.meta.source == source)
+            .count();
+        let over_source = from_source >= config.max_per_source;
+        if !over_source && !full {
+            return Admission::Take;
         }
-        None
-    };
-    // The accept thread waits for `threads_free`; only it raises the count.
-    assert!(slots.evicted_running < config.max_connections);
-    let pre_login = slots
-        .list
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| s.account.is_none());
-    let from_source = pre_login
-        .clone()
-        .filter(|(_, s)| s.source == source)
-        .count();
-    let over_source = from_source >= config.max_per_source;
-    let over_all = slots.list.len() >= config.max_connections;
-    // Only when one must be closed: a connection whose client has already written (its
-    // login, as an honest client does at once) is about to be judged by its thread, so it
-    // is not a candidate (a peek each, not paid on an ordinary accept).
-    let mut pre_login: Vec<crate::guard::Candidate> = pre_login
-        .filter(|(_, s)| (over_source || over_all) && !has_written(&s.stream))
-        .map(|(i, s)| (i, s.source, s.opened_ns))
-        .collect();
-    let victim = if over_source {
-        let victim = eviction_victim(&mut pre_login, Some(source));
-        if victim.is_none() {
-            return refuse(slots, "its address's connections are all logging in");
+        // Only when one must be closed: a connection whose client has already written (its
+        // login, as an honest client does at once) is about to be judged by its thread, so
+        // it is not a candidate (a peek each, not paid on an ordinary accept).
+        let mut candidates: Vec<crate::guard::Candidate> = pre_login
+            .filter(|(_, c)| !has_written(c.stream()))
+            .map(|(i, c)| (i, c.meta.source, c.meta.opened_ns))
+            .collect();
+        match eviction_victim(&mut candidates, over_source.then_some(source)) {
+            Some(index) => {
+                evicted = Some(list[index].meta.source);
+                Admission::CloseFor(index)
+            }
+            None if over_source => {
+                Admission::Refuse("its address's connections are all logging in")
+            }
+            None => Admission::Refuse("every slot is sending a snapshot"),
         }
-        victim
-    } else if over_all {
-        eviction_victim(&mut pre_login, None)
-    } else {
-        None
     };
-    if let Some(index) = victim {
-        let evicted = slots.list.swap_remove(index);
-        // Its thread sees EOF or an error at once and ends; a reset leaves no TIME_WAIT.
-        let _ = socket2::SockRef::from(&evicted.stream).set_linger(Some(Duration::ZERO));
-        let _ = evicted.stream.shutdown(Shutdown::Both);
-        slots.evicted_running += 1;
-        if let Some(suppressed) = slots.evicted_log.pass(now_ns, LOG_INTERVAL_MS) {
-            tracing::warn!(source = %evicted.source, suppressed, "GLIMPSE connections not logged in over budget: closing the oldest");
-        }
-    }
-    if slots.list.len() >= config.max_connections {
-        return refuse(slots, "every slot is sending a snapshot");
-    }
-    let Ok(handle) = stream.try_clone() else {
-        return refuse(slots, "cannot clone the socket");
-    };
-    let id = slots.next_id;
-    slots.next_id += 1;
-    slots.list.push(Slot {
-        id,
+    let client = Client {
         source,
         opened_ns: now_ns,
         account: None,
-        stream: handle,
-    });
-    debug_assert!(slots.list.len() <= config.max_connections);
-    Some(id)
+    };
+    let admitted = SlotHold::admit_with(&shared.slots, stream, client, decide);
+    let mut records = shared.records();
+    // The accept thread waits for `threads_free`, so a chosen connection is always closed.
+    if let Some(evicted) = evicted
+        && let Some(suppressed) = records.evicted_log.pass(now_ns, LOG_INTERVAL_MS)
+    {
+        tracing::warn!(source = %evicted, suppressed, "GLIMPSE connections not logged in over budget: closing the oldest");
+    }
+    match admitted {
+        Ok(hold) => Some(hold),
+        Err(why) => {
+            if let Some(suppressed) = records.refused_log.pass(now_ns, LOG_INTERVAL_MS) {
+                tracing::warn!(%source, suppressed, "GLIMPSE connection closed at once: {why}");
+            }
+            None
+        }
+    }
 }
 
 /// Has the client sent bytes its connection's thread has not read yet? (A peek that never
@@ -559,37 +543,6 @@ pub(super) fn has_written(stream: &TcpStream) -> bool {
     )
 }
 
-/// The connection `id` ended: free its slot (or, if it was evicted, its thread's count).
-fn release_slot(shared: &Shared, id: u64) {
-    let mut slots = shared.slots();
-    match slots.list.iter().position(|s| s.id == id) {
-        Some(index) => {
-            slots.list.swap_remove(index);
-        }
-        None => {
-            assert!(
-                slots.evicted_running > 0,
-                "an evicted connection was counted"
-            );
-            slots.evicted_running -= 1;
-        }
-    }
-}
-
-/// A connection thread's claim on its slot: released when it drops, so a thread that panics
-/// (or never starts) gives its slot back too. Kept, a failed thread's slot would be lost for
-/// good, and after `max_connections` failures no client would be served.
-struct SlotClaim {
-    shared: Arc<Shared>,
-    id: u64,
-}
-
-impl Drop for SlotClaim {
-    fn drop(&mut self) {
-        release_slot(&self.shared, self.id);
-    }
-}
-
 /// Why a connection with good credentials is not served.
 enum NotServed {
     /// Closed to make room for a newer connection before its login was read.
@@ -598,23 +551,23 @@ enum NotServed {
     AccountBusy,
 }
 
-/// Mark `id` logged in as `account`.
-fn mark_logged_in(shared: &Shared, id: u64, account: usize) -> Result<(), NotServed> {
-    let mut slots = shared.slots();
+/// Mark the connection `hold` logged in as `account`.
+fn mark_logged_in(
+    shared: &Shared,
+    hold: &SlotHold<Client>,
+    account: usize,
+) -> Result<(), NotServed> {
+    let mut slots = lock_slots(&shared.slots);
     let busy = slots
-        .list
+        .list()
         .iter()
-        .filter(|s| s.account == Some(account))
+        .filter(|c| c.meta.account == Some(account))
         .count();
-    let slot = slots
-        .list
-        .iter_mut()
-        .find(|s| s.id == id)
-        .ok_or(NotServed::Evicted)?;
+    let client = slots.meta_mut(hold.id()).ok_or(NotServed::Evicted)?;
     if busy >= shared.config.max_per_account {
         return Err(NotServed::AccountBusy);
     }
-    slot.account = Some(account);
+    client.account = Some(account);
     Ok(())
 }
 
@@ -624,22 +577,18 @@ fn admit(
     shared: &Arc<Shared>,
     connections: &mut Vec<JoinHandle<()>>,
 ) {
-    let Some(id) = take_slot(shared, &stream, peer.ip()) else {
+    let Some(hold) = take_slot(shared, &stream, peer.ip()) else {
         return;
     };
-    let claim = SlotClaim {
-        shared: shared.clone(),
-        id,
-    };
-    // The closure owns the claim: the slot is released when the thread ends, however it ends,
-    // or when the closure is dropped unrun.
+    let thread_shared = shared.clone();
+    // The closure owns the hold: the slot is freed when the thread ends, however it ends, or
+    // when the closure is dropped unrun.
     let spawned = std::thread::Builder::new()
         .name("glimpse-client".into())
         .spawn(move || {
-            let thread_shared = &claim.shared;
-            if let Err(why) = serve_client(stream, peer, thread_shared, id) {
+            if let Err(why) = serve_client(stream, peer, &thread_shared, &hold) {
                 let now_ns = thread_shared.now_ns();
-                let line = thread_shared.slots().closed_log.pass(now_ns);
+                let line = thread_shared.records().closed_log.pass(now_ns);
                 match line {
                     Some(unlogged) => {
                         tracing::info!(%peer, closed_not_logged = unlogged, "GLIMPSE connection closed: {why}")
@@ -661,7 +610,7 @@ fn serve_client(
     mut stream: TcpStream,
     peer: SocketAddr,
     shared: &Shared,
-    id: u64,
+    hold: &SlotHold<Client>,
 ) -> Result<(), String> {
     let io_err = |what: &str| {
         let what = what.to_string();
@@ -684,7 +633,7 @@ fn serve_client(
             return reject_login(&mut stream, reason, shared);
         }
     };
-    match mark_logged_in(shared, id, account) {
+    match mark_logged_in(shared, hold, account) {
         Ok(()) => {}
         Err(NotServed::Evicted) => return Err("closed for a newer connection".into()),
         Err(NotServed::AccountBusy) => {
@@ -733,8 +682,8 @@ fn hold_failure(shared: &Shared, source: IpAddr) {
     let rules = shared.config.backoff;
     let now_ns = shared.now_ns();
     let plan = {
-        let mut slots = shared.slots();
-        let record = slots
+        let mut records = shared.records();
+        let record = records
             .failures
             .entry(source, now_ns, FailureRecord::default, |r| {
                 let mut r = *r;
@@ -934,24 +883,21 @@ mod tests {
         for round in 0..3 {
             let _client = TcpStream::connect(addr).unwrap();
             let (server_side, peer) = listener.accept().unwrap();
-            let id = take_slot(&shared, &server_side, peer.ip()).expect("a free slot");
-            let claim = SlotClaim {
-                shared: shared.clone(),
-                id,
-            };
+            let hold = take_slot(&shared, &server_side, peer.ip()).expect("a free slot");
             let thread = std::thread::spawn(move || {
-                let _claim = claim;
+                let _hold = hold;
                 panic!("a bug while serving a client");
             });
             assert!(thread.join().is_err());
-            let slots = shared.slots();
+            let slots = lock_slots(&shared.slots);
             assert!(
-                slots.list.is_empty(),
+                slots.list().is_empty(),
                 "round {round}: the slot is still held"
             );
             assert_eq!(
-                slots.evicted_running, 0,
-                "round {round}: nothing was evicted"
+                slots.closed_running(),
+                0,
+                "round {round}: nothing was closed for room"
             );
         }
     }
