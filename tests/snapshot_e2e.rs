@@ -199,18 +199,35 @@ fn kill9_and_restart_from_snapshot(sections: &str, shard_threads: usize) {
     let journal = dir.path().join("journal");
     let (first, tail, day) = orders_snapshots_tail_kill9(dir.path(), &config);
     let venue = restart_from_snapshot(dir.path(), &config, &day);
-    assert_eq!(threads_named(&venue, "bourse-shard-"), shard_threads);
+    assert_eq!(
+        threads_named(&venue, "bourse-shard-", shard_threads),
+        shard_threads
+    );
     check_restarted(venue, &first, &tail, &journal);
 }
 
-/// The daemon's threads whose name starts with `prefix`.
-fn threads_named(venue: &Venue, prefix: &str) -> usize {
+/// The daemon's threads whose name starts with `prefix`, once there are `expected` of them
+/// (or after a few seconds: how many there are then). A new thread names itself when it
+/// first runs, so on a busy machine one spawned before the daemon said `listening` may still
+/// carry its parent's name for a moment (seen in 2 of 25 runs beside a release build).
+fn threads_named(venue: &Venue, prefix: &str, expected: usize) -> usize {
     let tasks = format!("/proc/{}/task", venue.child.id());
-    std::fs::read_dir(tasks)
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .filter(|name| name.starts_with(prefix))
-        .count()
+    let count = || {
+        std::fs::read_dir(&tasks)
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|name| name.starts_with(prefix))
+            .count()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    // Bounded by the deadline; a look every 10 ms.
+    loop {
+        let now = count();
+        if now == expected || std::time::Instant::now() >= deadline {
+            return now;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// The same with the sharded layout: its threads lend their stages for each snapshot (the
