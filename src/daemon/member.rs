@@ -101,6 +101,9 @@ pub(super) struct Member<F: FeedOut> {
     /// never), and whether one was taken: its election priority says so (`ports`).
     ports_checked_ns: u64,
     ports_taken: bool,
+    /// Threads stopping this member's own servers (after it stopped leading): until they
+    /// end, the ports they hold are no other process's, so they are not checked.
+    servers_stopping: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl<F: FeedOut> Daemon<F> {
@@ -227,6 +230,7 @@ impl<F: FeedOut> Daemon<F> {
             followers: Vec::with_capacity(cluster.members.len()),
             ports_checked_ns: 0,
             ports_taken: false,
+            servers_stopping: Vec::new(),
         };
         Ok(Daemon {
             poll,
@@ -409,6 +413,13 @@ impl<F: FeedOut> Daemon<F> {
     /// election at a lower priority while one is taken (`ports`).
     fn check_serving_ports(&mut self, now_ns: u64) {
         let member = self.member.as_mut().expect("member");
+        member
+            .servers_stopping
+            .retain(|stopping| !stopping.is_finished());
+        if !member.servers_stopping.is_empty() {
+            // Checked as soon as they have ended (the last check is a second old by then).
+            return;
+        }
         let due = member.ports_checked_ns == 0
             || now_ns.saturating_sub(member.ports_checked_ns) >= ports::CHECK_INTERVAL_NS;
         if member.serving || !due {
@@ -512,7 +523,9 @@ impl<F: FeedOut> Daemon<F> {
             Ok(server) => server,
             Err(e) => {
                 tracing::error!("cluster: cannot start the re-request server: {e}");
-                stop_in_background(vec![glimpse]);
+                member
+                    .servers_stopping
+                    .extend(stop_in_background(vec![glimpse]));
                 return;
             }
         };
@@ -574,8 +587,9 @@ impl<F: FeedOut> Daemon<F> {
             gateway.shutdown(self.poll.registry(), now_ns);
         }
         self.node.close_feed();
-        stop_in_background(std::mem::take(&mut self.servers));
+        let stopping = stop_in_background(std::mem::take(&mut self.servers));
         let member = self.member.as_mut().expect("member");
+        member.servers_stopping.extend(stopping);
         member.serving = false;
         tracing::warn!(
             member = member.id,
@@ -675,11 +689,13 @@ impl<F: FeedOut> Daemon<F> {
     }
 }
 
-/// Server threads take up to a stop-poll interval to end: not on the loop's thread.
-fn stop_in_background(servers: Vec<ServerHandle>) {
-    let _ = std::thread::Builder::new()
+/// Server threads take up to a stop-poll interval to end: not on the loop's thread. The
+/// thread that waits for them (none if it could not start: then they were stopped here).
+fn stop_in_background(servers: Vec<ServerHandle>) -> Option<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
         .name("stop-servers".into())
-        .spawn(move || drop(servers));
+        .spawn(move || drop(servers))
+        .ok()
 }
 
 /// Port 0 in a serving address is resolved once at start (a member binds it only while it
