@@ -995,16 +995,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn connection_slots_close_the_victim_for_a_newcomer_and_bound_the_threads() {
+    /// A loopback listener and a way to connect to it: (client side, server side); the
+    /// server sides go into the slots.
+    fn connector() -> impl Fn() -> (std::net::TcpStream, std::net::TcpStream) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        // (client side, server side); the server sides go into the slots.
-        let connect = || {
+        move || {
             let client = std::net::TcpStream::connect(addr).unwrap();
-            let (server_side, _) = listener.accept().unwrap();
-            (client, server_side)
-        };
+            (client, listener.accept().unwrap().0)
+        }
+    }
+
+    #[test]
+    fn connection_slots_close_the_victim_for_a_newcomer_and_bound_the_threads() {
+        let connect = connector();
         let mut slots: ConnectionSlots<&str> = ConnectionSlots::new(2);
         let ((mut a_client, a), (_b_client, b)) = (connect(), connect());
         assert_eq!(slots.admit(&a, "a", |_| panic!("room")), Some(0));
@@ -1037,12 +1041,7 @@ mod tests {
 
     #[test]
     fn admission_rules_may_close_before_the_slots_are_full_and_refuse_with_a_reason() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let connect = || {
-            let client = std::net::TcpStream::connect(addr).unwrap();
-            (client, listener.accept().unwrap().0)
-        };
+        let connect = connector();
         let mut slots: ConnectionSlots<&str> = ConnectionSlots::new(3);
         let take = |_: &[ConnectionSlot<&str>], full: bool| {
             assert!(!full);
@@ -1095,12 +1094,8 @@ mod tests {
 
     #[test]
     fn a_connection_thread_that_panics_frees_its_slot() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let connect = || {
-            let _client = std::net::TcpStream::connect(addr).unwrap();
-            listener.accept().unwrap().0
-        };
+        let connector = connector();
+        let connect = || connector().1;
         let slots: SharedSlots<bool> =
             std::sync::Arc::new(std::sync::Mutex::new(ConnectionSlots::new(1)));
         // One slot; its connection's thread panics (holding the lock, too) three times over:
