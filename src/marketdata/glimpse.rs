@@ -347,6 +347,11 @@ struct Client {
     /// Logged in (the index of its account in the config): its snapshot is being sent;
     /// never closed to make room.
     account: Option<usize>,
+    /// Its snapshot is written whole; the thread waits (at most [`LINGER_MS`]) for the
+    /// client to close. No longer one of its account's snapshots being sent, so a client
+    /// that takes one after another is not refused for the one it has just finished; still
+    /// not closed for room (a reset could destroy data the client has not read yet).
+    sent: bool,
 }
 
 /// Failed logins by source, and the gates of the log lines clients can cause.
@@ -512,6 +517,7 @@ fn take_slot(shared: &Shared, stream: &TcpStream, source: IpAddr) -> Option<Slot
         source,
         opened_ns: now_ns,
         account: None,
+        sent: false,
     };
     let admitted = SlotHold::admit_with(&shared.slots, stream, client, decide);
     let mut records = shared.records();
@@ -561,7 +567,7 @@ fn mark_logged_in(
     let busy = slots
         .list()
         .iter()
-        .filter(|c| c.meta.account == Some(account))
+        .filter(|c| c.meta.account == Some(account) && !c.meta.sent)
         .count();
     let client = slots.meta_mut(hold.id()).ok_or(NotServed::Evicted)?;
     if busy >= shared.config.max_per_account {
@@ -666,6 +672,7 @@ fn serve_client(
     let answer_deadline = Instant::now() + Duration::from_millis(config.answer_timeout_ms);
     let snapshot = shared.requester.request(answer_deadline, &shared.stop)?;
     send(&mut stream, &snapshot.packets, config, &shared.stop)?;
+    hold.update(|client| client.sent = true);
     tracing::info!(
         %peer,
         messages = snapshot.messages,
