@@ -62,16 +62,7 @@ const SHARDED: &str = "[engine]\nlayout = \"sharded\"\nshards = 2\nwait = \"park
 /// The common test config with `layout` and CONTROLLED's accounts, and the admin port fixed
 /// (the `bourse admin` command reads the address from the config file: port 0 will not do).
 fn config(dir: &std::path::Path, layout: &str) -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    config_text(dir, &format!("{layout}{CONTROLLED}")).replacen(
-        "[admin]\nlisten = \"127.0.0.1:0\"",
-        &format!("[admin]\nlisten = \"127.0.0.1:{port}\""),
-        1,
-    )
+    config_text(dir, &format!("{layout}{CONTROLLED}"))
 }
 
 /// Log in, retrying while the gateway still holds the account's previous connection (it
@@ -137,7 +128,7 @@ fn expect(client: &mut OuchClient, want: &[&str]) {
 /// when the command fails.
 fn admin(venue: &Venue, args: &[&str]) -> (bool, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_bourse"))
-        .args(["admin", "--config", venue.config.to_str().unwrap()])
+        .args(["admin", "--config", venue.admin_config().to_str().unwrap()])
         .args(args)
         .output()
         .unwrap();

@@ -23,20 +23,9 @@ use std::time::{Duration, Instant};
 /// What a real client must manage during every attack.
 const WITHIN: Duration = Duration::from_secs(1);
 
-fn free_tcp_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// The test config with a fixed admin port (what `bourse admin --config` needs) and
-/// `feed_lines` added to `[feed]`.
+/// The test config with `feed_lines` added to `[feed]`.
 fn config(dir: &std::path::Path, feed_lines: &str) -> String {
     let text = config_text(dir, "");
-    let admin = format!("[admin]\nlisten = \"127.0.0.1:{}\"", free_tcp_port());
-    let text = text.replacen("[admin]\nlisten = \"127.0.0.1:0\"", &admin, 1);
     text.replacen(
         "snapshot = \"127.0.0.1:0\"\n",
         &format!("snapshot = \"127.0.0.1:0\"\n{feed_lines}\n"),
@@ -166,8 +155,8 @@ fn login_bytes(user: &str, password: &str) -> Vec<u8> {
 /// Run `bourse admin --config FILE ARGS...` and return (success, stdout, how long it took).
 fn admin_cli(venue: &Venue, args: &[&str]) -> (bool, String, Duration) {
     let started = Instant::now();
-    let config = venue.config.to_str().unwrap();
-    let mut all = vec!["admin", "--config", config];
+    let config = venue.admin_config();
+    let mut all = vec!["admin", "--config", config.to_str().unwrap()];
     all.extend_from_slice(args);
     let (ok, out) = bourse(&all);
     (ok, out, started.elapsed())

@@ -22,6 +22,7 @@ use bourse::wire::ascii::SessionId;
 use bourse::wire::itch::{self, Body};
 use bourse::wire::ouch::{CancelOrder, Inbound, ModifyOrder, Outbound, order_state};
 use bourse::wire::soupbin::{FrameReader, LoginRequest, Packet};
+use common::ports::fixed_port;
 use common::{FeedCollector, TIMEOUT, Venue, bourse, config_text};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -102,15 +103,6 @@ fn run_python(python: &Path, name: &str, args: &[&str]) -> Value {
             String::from_utf8_lossy(&out.stdout)
         )
     })
-}
-
-/// A free TCP port on loopback (bound then released: the small race is acceptable in tests).
-fn free_tcp_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The test config with fixed gateway, re-request and snapshot ports, so that the capture can
@@ -681,7 +673,7 @@ fn tshark_itchfeed_and_itch_book_agree_with_a_live_session() {
     require_tool("dumpcap");
     let python = python();
     let dir = tempfile::tempdir().unwrap();
-    let (gw, rr, snap) = (free_tcp_port(), common::free_udp_port(), free_tcp_port());
+    let (gw, rr, snap) = (fixed_port(), fixed_port(), fixed_port());
     let text = config_with_ports(dir.path(), gw, rr, snap);
     let group: std::net::SocketAddrV4 = text
         .lines()
@@ -1358,8 +1350,8 @@ fn nasdaq_protocols_client_logs_in_and_decodes_our_replies() {
     require_tool("dumpcap");
     let python = python();
     let dir = tempfile::tempdir().unwrap();
-    let gw = free_tcp_port();
-    let text = config_with_ports(dir.path(), gw, common::free_udp_port(), free_tcp_port());
+    let gw = fixed_port();
+    let text = config_with_ports(dir.path(), gw, fixed_port(), fixed_port());
     let capture = Capture::start(dir.path(), &format!("tcp port {gw}"));
     let venue = Venue::start(dir.path(), &text);
     let out = run_python(

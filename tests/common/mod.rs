@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod ports;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -252,6 +254,20 @@ impl Venue {
         let config = bourse::config::Config::load(&self.config).unwrap();
         let secret = admin::Secret::load(&admin::secret_path(&config).unwrap()).unwrap();
         admin::send(self.admin, &secret, request, TIMEOUT).unwrap()
+    }
+
+    /// A copy of the config naming the admin address the daemon bound, for `bourse admin
+    /// --config`. The test configs bind admin on port 0: a port probed free and handed to the
+    /// daemon can be taken meanwhile by another test's client (both come from the ephemeral
+    /// range), which failed a test beside a build with "Address already in use".
+    pub fn admin_config(&self) -> PathBuf {
+        let text = std::fs::read_to_string(&self.config).unwrap();
+        let any_port = "[admin]\nlisten = \"127.0.0.1:0\"";
+        assert!(text.contains(any_port), "the config binds admin on port 0");
+        let bound = format!("[admin]\nlisten = \"{}\"", self.admin);
+        let path = self.config.with_extension("admin.toml");
+        std::fs::write(&path, text.replacen(any_port, &bound, 1)).unwrap();
+        path
     }
 
     /// SIGTERM and wait: the clean shutdown path.

@@ -33,24 +33,11 @@ const ACCOUNTS: [(&str, &str); 4] = [
 ];
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A port free for both TCP and UDP on loopback, below the kernel's ephemeral range (32768
-/// and up): a member binds its serving ports only while it leads, and a port picked from the
-/// ephemeral range may meanwhile become some outgoing connection's local port.
-fn fixed_port() -> u16 {
-    use std::sync::atomic::AtomicU32;
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let base = std::process::id().wrapping_mul(7_919);
-    for _ in 0..10_000 {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = 20_000 + (base.wrapping_add(n.wrapping_mul(13)) % 12_000) as u16;
-        let tcp = TcpListener::bind(("127.0.0.1", port));
-        let udp = std::net::UdpSocket::bind(("127.0.0.1", port));
-        if tcp.is_ok() && udp.is_ok() {
-            return port;
-        }
-    }
-    panic!("no free port in 20000..32000");
-}
+// A member binds its serving ports only while it leads: they are fixed, below the ephemeral
+// range.
+#[path = "../../tests/common/ports.rs"]
+mod ports;
+use ports::fixed_port;
 
 fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
