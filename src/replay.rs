@@ -781,7 +781,11 @@ mod tests {
     #[test]
     fn inputs_ahead_dropped_early_stops_its_thread() {
         let temp = tempfile::tempdir().unwrap();
-        journal_of(temp.path(), false, 3_000, None);
+        // The reading thread gets at most a batch in hand, the batches in flight and one
+        // being filled (~1,600 inputs) past the last input taken: with 2,000 taken of 6,000
+        // it is still reading, so its mapping is there to go away. (With 3,000 it could reach
+        // the end and unmap on its own: seen on a busy machine.)
+        journal_of(temp.path(), false, 6_000, None);
         let dir = temp.path().to_str().unwrap().to_string();
         let mapped = move || {
             let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
@@ -796,7 +800,10 @@ mod tests {
                 for _ in 0..taken {
                     ahead.next(&Hints::default()).unwrap().unwrap();
                 }
-                assert!(mapped(), "the reading thread maps the journal");
+                assert!(
+                    mapped(),
+                    "{taken} inputs taken: the reading thread maps the journal"
+                );
                 drop(ahead);
                 assert!(
                     !mapped(),
