@@ -432,9 +432,9 @@ impl LineBudget {
 
 /// The connections a server's threads are serving, at most `max`, for servers that give each
 /// connection a thread and make room for a newcomer by closing an older one (the replication
-/// port's followers, a cluster member's handshakes, GLIMPSE clients). A closed connection's thread ends on its
-/// own; while as many are still ending as there are slots, newcomers are refused, which bounds
-/// the threads at twice `max`.
+/// port's followers, a cluster member's handshakes, GLIMPSE clients). A closed connection's
+/// thread ends on its own; while as many are still ending as there are slots, nothing more is
+/// closed for room, which bounds the threads at twice `max`.
 pub struct ConnectionSlots<M> {
     list: Vec<ConnectionSlot<M>>,
     max: usize,

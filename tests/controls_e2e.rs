@@ -59,8 +59,8 @@ fn cancel(token: &str, shares: u32) -> Inbound {
 const COMPACT: &str = "";
 const SHARDED: &str = "[engine]\nlayout = \"sharded\"\nshards = 2\nwait = \"park\"\n";
 
-/// The common test config with `layout` and CONTROLLED's accounts, and the admin port fixed
-/// (the `bourse admin` command reads the address from the config file: port 0 will not do).
+/// The common test config with `layout` and CONTROLLED's accounts (`bourse admin` gets
+/// [`Venue::admin_config`], which names the admin port the daemon bound).
 fn config(dir: &std::path::Path, layout: &str) -> String {
     config_text(dir, &format!("{layout}{CONTROLLED}"))
 }

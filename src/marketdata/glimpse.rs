@@ -62,6 +62,10 @@ const WRITE_CHUNK_BYTES: usize = 64 << 10;
 /// Reading until the client's EOF (instead of closing at once) keeps the kernel from answering
 /// unread client bytes with a reset that could destroy snapshot data not yet read.
 const LINGER_MS: u64 = 1_000;
+/// How long past [`LINGER_MS`] a login at its account's share waits for a finished snapshot's
+/// connection to end, and how often it looks.
+const ACCOUNT_WAIT_MARGIN_MS: u64 = 200;
+const ACCOUNT_POLL: Duration = Duration::from_millis(10);
 /// Source addresses whose failed logins are remembered.
 const SOURCES_MAX: usize = 1024;
 /// Poll interval of the accept thread while connections wait for closed ones' threads to end.
@@ -348,9 +352,9 @@ struct Client {
     /// never closed to make room.
     account: Option<usize>,
     /// Its snapshot is written whole; the thread waits (at most [`LINGER_MS`]) for the
-    /// client to close. No longer one of its account's snapshots being sent, so a client
-    /// that takes one after another is not refused for the one it has just finished; still
-    /// not closed for room (a reset could destroy data the client has not read yet).
+    /// client to close. It still counts against its account's share and is not closed for
+    /// room (a reset could destroy data the client has not read yet); a login of the same
+    /// account at its share waits for it to end rather than being refused.
     sent: bool,
 }
 
@@ -557,24 +561,38 @@ enum NotServed {
     AccountBusy,
 }
 
-/// Mark the connection `hold` logged in as `account`.
+/// Mark the connection `hold` logged in as `account`. At the account's share, while some of
+/// its connections have sent their snapshot and only wait for their client to close (at
+/// most [`LINGER_MS`]), wait for them: a client that takes its next snapshot as soon as the
+/// last one arrived is not refused for the one it has just finished, and one account still
+/// never holds more than its share of the slots.
 fn mark_logged_in(
     shared: &Shared,
     hold: &SlotHold<Client>,
     account: usize,
 ) -> Result<(), NotServed> {
-    let mut slots = lock_slots(&shared.slots);
-    let busy = slots
-        .list()
-        .iter()
-        .filter(|c| c.meta.account == Some(account) && !c.meta.sent)
-        .count();
-    let client = slots.meta_mut(hold.id()).ok_or(NotServed::Evicted)?;
-    if busy >= shared.config.max_per_account {
-        return Err(NotServed::AccountBusy);
+    let deadline = Instant::now() + Duration::from_millis(LINGER_MS + ACCOUNT_WAIT_MARGIN_MS);
+    // Bounded by the deadline; a look every ACCOUNT_POLL.
+    loop {
+        let mut slots = lock_slots(&shared.slots);
+        let (busy, finishing) = slots
+            .list()
+            .iter()
+            .filter(|c| c.meta.account == Some(account))
+            .fold((0, 0), |(busy, finishing), c| {
+                (busy + 1, finishing + usize::from(c.meta.sent))
+            });
+        let client = slots.meta_mut(hold.id()).ok_or(NotServed::Evicted)?;
+        if busy < shared.config.max_per_account {
+            client.account = Some(account);
+            return Ok(());
+        }
+        drop(slots);
+        if finishing == 0 || Instant::now() >= deadline || shared.stop.load(Ordering::Acquire) {
+            return Err(NotServed::AccountBusy);
+        }
+        std::thread::sleep(ACCOUNT_POLL);
     }
-    client.account = Some(account);
-    Ok(())
 }
 
 fn admit(

@@ -954,18 +954,53 @@ fn glimpse_serves_an_account_at_most_its_share_of_the_slots_at_once() {
     let mut other = glimpse_login(addr, "ALICE", "pw", "");
     read_login_accepted(&mut other);
     answering.store(true, Ordering::Release);
-    let mut finished = [first, second, other];
-    for stream in &mut finished {
-        let seen = read_until_eof(stream);
+    for stream in [first, second, other] {
+        let seen = read_to_eof(stream);
         assert_eq!(seen.last(), Some(&Seen::End), "{seen:?}");
     }
-    // Once those are sent, the account is served again (the refusal was no failed login),
-    // though their clients have not closed yet (the server waits up to a second for them).
+    // Once those ended, the account is served again (the refusal was no failed login).
     let started = std::time::Instant::now();
     let again = read_to_eof(glimpse_login(addr, "BRKR01", "secret", ""));
     assert_eq!(again[0], Seen::Accepted(session(), 1));
     assert!(started.elapsed() < Duration::from_millis(500));
-    drop(finished);
+}
+
+/// An account at its share whose snapshots are written whole, their clients not closed yet
+/// (the server waits up to a second for them): its next login waits for one to close, then
+/// is served; it is neither refused (a client taking snapshot after snapshot would be, on a
+/// busy machine) nor served beside them (one account would then hold every slot).
+#[test]
+fn glimpse_a_login_at_its_accounts_share_waits_for_a_finished_snapshot_to_close() {
+    let answering = Arc::new(AtomicBool::new(true));
+    let (server, _engine, _) = glimpse_server_held(4, 2_000, 2, answering);
+    let addr = server.local_addr();
+    let mut finished = [
+        glimpse_login(addr, "BRKR01", "secret", ""),
+        glimpse_login(addr, "BRKR01", "secret", ""),
+    ];
+    for stream in &mut finished {
+        let seen = read_until_eof(stream);
+        assert_eq!(seen.last(), Some(&Seen::End), "{seen:?}");
+    }
+    let mut next = glimpse_login(addr, "BRKR01", "secret", "");
+    next.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let early = next.read(&mut byte);
+    assert!(
+        matches!(&early, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "answered while the account's two connections are open: {early:?}"
+    );
+    // Another account is served meanwhile.
+    let other = read_to_eof(glimpse_login(addr, "ALICE", "pw", ""));
+    assert_eq!(other.last(), Some(&Seen::End), "{other:?}");
+    // One of the finished clients closes: the waiting login is served at once.
+    let [one, _two] = finished;
+    drop(one);
+    let started = std::time::Instant::now();
+    next.set_read_timeout(Some(WAIT)).unwrap();
+    read_login_accepted(&mut next);
+    assert!(started.elapsed() < Duration::from_millis(300));
 }
 
 #[test]
