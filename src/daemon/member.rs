@@ -472,6 +472,8 @@ impl<F: FeedOut> Daemon<F> {
             && self.node.day_started()
             && !self.node.awaiting_release()
             && self.node.fatal.is_none()
+            // Its own servers from an earlier lead still hold the ports until they stop.
+            && member.servers_stopping.iter().all(|s| s.is_finished())
             && now_ns.saturating_sub(member.last_serve_attempt_ns) >= SERVE_RETRY_NS
     }
 
