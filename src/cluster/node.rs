@@ -413,6 +413,11 @@ impl ClusterNode {
         self.raw.raft.set_priority(priority);
     }
 
+    /// What [`Self::set_can_serve`] last said (raft's own priority field keeps it).
+    pub fn can_serve(&self) -> bool {
+        self.raw.raft.priority == PRIORITY_CAN_SERVE
+    }
+
     /// raft-rs answers a pre-vote it refuses with its own term, and at term 0 that answer is a
     /// fatal error there (it panics: "term should be set"). Before priorities a member at term
     /// 0 never refused one (its log is empty, so every candidate's is up to date); a candidate

@@ -98,9 +98,8 @@ pub(super) struct Member<F: FeedOut> {
     /// Scratch for the followers' progress (no allocation per turn).
     followers: Vec<(u64, u64)>,
     /// When this member last checked its serving ports (boot ns of the loop's clock; 0:
-    /// never), and whether one was taken: its election priority says so (`ports`).
+    /// never). Whether one was taken is its election priority (`ClusterNode::can_serve`).
     ports_checked_ns: u64,
-    ports_taken: bool,
     /// Threads stopping this member's own servers (after it stopped leading): until they
     /// end, the ports they hold are no other process's, so they are not checked.
     servers_stopping: Vec<std::thread::JoinHandle<()>>,
@@ -229,7 +228,6 @@ impl<F: FeedOut> Daemon<F> {
             ),
             followers: Vec::with_capacity(cluster.members.len()),
             ports_checked_ns: 0,
-            ports_taken: false,
             servers_stopping: Vec::new(),
         };
         Ok(Daemon {
@@ -428,23 +426,23 @@ impl<F: FeedOut> Daemon<F> {
         member.ports_checked_ns = now_ns.max(1);
         let taken = ports::first_taken(&self.config);
         let id = member.id;
+        let could_serve = self.node.cluster().expect("a member's node").can_serve();
         if let Some((addr, error)) = &taken
-            && !member.ports_taken
+            && could_serve
         {
             tracing::warn!(member = id, %addr, "cluster: cannot bind serving port {addr} ({error}): standing for election below the members that can serve");
-        } else if taken.is_none() && member.ports_taken {
+        } else if taken.is_none() && !could_serve {
             tracing::info!(
                 member = id,
                 "cluster: serving ports free again: standing for election as the others do"
             );
         }
-        self.set_ports_taken(taken.is_some());
+        self.set_can_serve(taken.is_none());
     }
 
-    fn set_ports_taken(&mut self, taken: bool) {
-        self.member.as_mut().expect("member").ports_taken = taken;
+    fn set_can_serve(&mut self, can_serve: bool) {
         let raft = self.node.cluster_mut().expect("a member's node");
-        raft.set_can_serve(!taken);
+        raft.set_can_serve(can_serve);
     }
 
     fn take_node_for_rebuild(&mut self) -> Result<(), String> {
@@ -561,7 +559,7 @@ impl<F: FeedOut> Daemon<F> {
     fn serve_failed(&mut self, now_ns: u64) {
         // Not re-elected at once once it has handed over: the check after it steps down
         // restores the priority when the ports are free.
-        self.set_ports_taken(true);
+        self.set_can_serve(false);
         let member = self.member.as_mut().expect("member");
         if member.serve_failing_since_ns == 0 {
             member.serve_failing_since_ns = now_ns.max(1);
