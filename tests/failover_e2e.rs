@@ -497,6 +497,18 @@ fn primary_with_the_secret_and_an_order(
     primary
 }
 
+/// Kill `primary` (made by [`primary_with_the_secret_and_an_order`]) once `standby` has had
+/// time to follow it; `standby` takes over and replays ALICE's order to her. The new primary.
+fn kill_and_take_over_with_the_order(primary: Venue, standby: &mut Standby, why: &str) -> Venue {
+    std::thread::sleep(Duration::from_millis(500));
+    primary.kill9();
+    let new_primary = standby.await_takeover(Duration::from_secs(5)).expect(why);
+    let mut again =
+        OuchClient::login(new_primary.gateway, "ALICE", "alicepw", "", 1, TIMEOUT).unwrap();
+    assert_eq!(again.recv_messages(2, TIMEOUT).unwrap().len(), 2);
+    new_primary
+}
+
 /// `bourse standby` with config `text` written in `dir`, its log (stderr) on a pipe.
 fn standby_logging_to_a_pipe(dir: &std::path::Path, text: &str) -> std::process::Child {
     let config = dir.join("bourse.toml");
@@ -576,14 +588,7 @@ fn with_a_replication_secret_only_a_standby_that_knows_it_gets_the_journal() {
     let standby_dir = tempfile::tempdir().unwrap();
     let text = standby_config_with(standby_dir.path(), group, &primary, PAIR_SECRET);
     let mut standby = Standby::start(standby_dir.path(), &text);
-    std::thread::sleep(Duration::from_millis(500));
-    primary.kill9();
-    let new_primary = standby
-        .await_takeover(Duration::from_secs(5))
-        .expect("takes over once the primary is gone");
-    let mut again =
-        OuchClient::login(new_primary.gateway, "ALICE", "alicepw", "", 1, TIMEOUT).unwrap();
-    assert_eq!(again.recv_messages(2, TIMEOUT).unwrap().len(), 2);
+    kill_and_take_over_with_the_order(primary, &mut standby, "takes over once the primary is gone");
 }
 
 /// A standby reads its `[replication] secret_file` once, at start: one whose file is gone by
@@ -605,15 +610,12 @@ fn a_standby_takes_over_with_the_secret_it_read_at_start() {
         &format!("secret_file = {:?}", secret_file.display().to_string()),
     );
     let mut standby = Standby::start(standby_dir.path(), &text);
-    std::thread::sleep(Duration::from_millis(500));
     std::fs::remove_file(&secret_file).unwrap();
-    primary.kill9();
-    let new_primary = standby
-        .await_takeover(Duration::from_secs(5))
-        .expect("takes over without reading the secret file again");
-    let mut again =
-        OuchClient::login(new_primary.gateway, "ALICE", "alicepw", "", 1, TIMEOUT).unwrap();
-    assert_eq!(again.recv_messages(2, TIMEOUT).unwrap().len(), 2);
+    let new_primary = kill_and_take_over_with_the_order(
+        primary,
+        &mut standby,
+        "takes over without reading the secret file again",
+    );
     // Its replication port asks for the same secret.
     let mut wrong = std::net::TcpStream::connect(new_primary.replication).unwrap();
     wrong.set_read_timeout(Some(TIMEOUT)).unwrap();
