@@ -690,7 +690,8 @@ mod tests {
         for stop in [1, 2, 3, 10, 17, last_seq - 1, last_seq, last_seq + 5] {
             let hints = Hints::default();
             let reader = JournalReader::open(temp.path(), 1).unwrap();
-            let mut ahead = InputsAhead::new(reader, 0, stop);
+            // Batches of 4: the stops fall inside, at the end of and past several batches.
+            let mut ahead = InputsAhead::with_batch(reader, 0, stop, 4);
             let mut got = Vec::new();
             while let Some(input) = ahead.next(&hints).unwrap() {
                 got.push((input.seq, input.command));
@@ -715,6 +716,9 @@ mod tests {
         }
     }
 
+    /// Batches small enough for a test journal to fill many.
+    const SMALL_BATCH: usize = 256;
+
     /// Read on their thread in batches, many batches' worth of inputs come out as they were
     /// journaled, and one that cannot be decoded comes after every input before it, then
     /// nothing more.
@@ -723,7 +727,8 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let orders = 3_000; // ~12 batches of 256: each emptied batch goes back and is refilled
         journal_of(temp.path(), true, orders, Some(2_500));
-        let mut ahead = InputsAhead::new(JournalReader::open(temp.path(), 1).unwrap(), 0, u64::MAX);
+        let reader = JournalReader::open(temp.path(), 1).unwrap();
+        let mut ahead = InputsAhead::with_batch(reader, 0, u64::MAX, SMALL_BATCH);
         let hints = Hints::default();
         let mut seqs = Vec::new();
         let error = loop {
@@ -753,7 +758,7 @@ mod tests {
         let whole = tempfile::tempdir().unwrap();
         journal_of(whole.path(), true, orders, None);
         let reader = JournalReader::open(whole.path(), 1).unwrap();
-        let mut ahead = InputsAhead::new(reader, 0, u64::MAX);
+        let mut ahead = InputsAhead::with_batch(reader, 0, u64::MAX, SMALL_BATCH);
         let mut count = 0;
         while ahead.next(&hints).unwrap().is_some() {
             count += 1;
@@ -796,7 +801,7 @@ mod tests {
         std::thread::spawn(move || {
             for taken in [0, 1, 300, 2_000] {
                 let reader = JournalReader::open(&path, 1).unwrap();
-                let mut ahead = InputsAhead::new(reader, 0, u64::MAX);
+                let mut ahead = InputsAhead::with_batch(reader, 0, u64::MAX, SMALL_BATCH);
                 for _ in 0..taken {
                     ahead.next(&Hints::default()).unwrap().unwrap();
                 }

@@ -21,10 +21,12 @@ use crate::journal::{JournalError, JournalReader};
 /// 3M-input replay (the miss it hides is ~100 ns; an input takes a few hundred).
 pub const LOOKAHEAD_INPUTS: usize = 8;
 
-/// Inputs a batch from the reading thread holds, at most: a hand-over (a channel operation,
-/// maybe a wake-up) every 256 inputs costs nothing measurable, and four batches in flight
-/// (~100 KB) stay in the shared cache.
-const BATCH_INPUTS: usize = 256;
+/// Inputs a batch from the reading thread holds, at most. The reading thread is faster than
+/// the apply, so it waits for each emptied batch and every hand-over wakes it: at 256 inputs
+/// a batch those wake-ups were ~20% of a 3M-input replay's system time and its wall time was
+/// 10-20% longer than at 8,192 (BENCHMARKS.md §7, stop 35). Six batches of 8,192 inputs
+/// (in flight, in hand, being filled) are ~3 MB, read in order.
+pub const BATCH_INPUTS: usize = 8192;
 /// Batches filled and not yet taken, at most: the reading thread waits (parks) beyond them.
 const BATCHES_IN_FLIGHT: usize = 4;
 
@@ -93,12 +95,31 @@ impl InputsAhead {
     /// Inputs from the reader's next record through record `last_seq` (or the journal's end);
     /// `read_seq` is the record before the reader's next. Starts the reading thread.
     pub fn new(reader: JournalReader, read_seq: u64, last_seq: u64) -> InputsAhead {
+        InputsAhead::with_batch(reader, read_seq, last_seq, BATCH_INPUTS)
+    }
+
+    /// [`InputsAhead::new`] with batches of at most `batch_inputs` inputs (tests use small
+    /// ones to cross many batches).
+    pub fn with_batch(
+        reader: JournalReader,
+        read_seq: u64,
+        last_seq: u64,
+        batch_inputs: usize,
+    ) -> InputsAhead {
+        assert!(batch_inputs > 0);
         let (batch_tx, batches) = bounded(BATCHES_IN_FLIGHT);
         // In flight, in the caller's hand, and one being filled.
-        let (empties, empty_rx) = crate::memory::buffer_pool(BATCHES_IN_FLIGHT + 2, BATCH_INPUTS);
+        let (empties, empty_rx) = crate::memory::buffer_pool(BATCHES_IN_FLIGHT + 2, batch_inputs);
         let reading = std::thread::Builder::new()
             .name("journal-read".into())
-            .spawn(move || read_batches(reader, read_seq, last_seq, &batch_tx, &empty_rx))
+            .spawn(move || {
+                let batches = Batches {
+                    filled: &batch_tx,
+                    empties: &empty_rx,
+                    inputs_max: batch_inputs,
+                };
+                read_batches(reader, read_seq, last_seq, &batches)
+            })
             .expect("a thread for reading the journal");
         InputsAhead {
             batches,
@@ -195,25 +216,26 @@ impl Drop for InputsAhead {
     }
 }
 
+/// The reading thread's ends of the hand-over.
+struct Batches<'a> {
+    filled: &'a Sender<Batch>,
+    empties: &'a Receiver<Vec<Input>>,
+    inputs_max: usize,
+}
+
 /// The reading thread: records from `reader`'s next through `last_seq` or the journal's end,
-/// decoded into batches of at most [`BATCH_INPUTS`] inputs, leader changes skipped. Stops at
+/// decoded into batches of at most `inputs_max` inputs, leader changes skipped. Stops at
 /// the end, at the first error, or when the other side has gone.
-fn read_batches(
-    mut reader: JournalReader,
-    mut read_seq: u64,
-    last_seq: u64,
-    batches: &Sender<Batch>,
-    empties: &Receiver<Vec<Input>>,
-) {
-    // Bounded: one batch per BATCH_INPUTS records read (leader changes aside), and the
+fn read_batches(mut reader: JournalReader, mut read_seq: u64, last_seq: u64, batches: &Batches) {
+    // Bounded: one batch per `inputs_max` records read (leader changes aside), and the
     // records to `last_seq`.
     loop {
-        let Ok(mut inputs) = empties.recv() else {
+        let Ok(mut inputs) = batches.empties.recv() else {
             return;
         };
         inputs.clear();
         let mut stop = None;
-        while inputs.len() < BATCH_INPUTS {
+        while inputs.len() < batches.inputs_max {
             if read_seq >= last_seq {
                 stop = Some(Ok(()));
                 break;
@@ -239,7 +261,7 @@ fn read_batches(
             read_seq,
             stop,
         };
-        if batches.send(batch).is_err() || last {
+        if batches.filled.send(batch).is_err() || last {
             return;
         }
     }
