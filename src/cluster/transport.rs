@@ -170,6 +170,22 @@ struct Outbound {
     frame_ends: VecDeque<usize>,
     /// When bytes last went out (or the connection was made): a keepalive follows silence.
     last_write: Instant,
+    /// When a flush first found bytes waiting since all were last written: a stall is
+    /// counted from this or the last write, whichever is later (a link quiet for longer than
+    /// the stall timeout is not stalled by its next message).
+    waiting_since: Option<Instant>,
+}
+
+impl Outbound {
+    /// Bytes have waited without any going out for `stall_after`: the member stopped reading.
+    fn stalled(&mut self, now: Instant, stall_after: Duration) -> bool {
+        if self.written == self.buffer.len() {
+            self.waiting_since = None;
+            return false;
+        }
+        let since = *self.waiting_since.get_or_insert(now);
+        now.duration_since(since.max(self.last_write)) >= stall_after
+    }
 }
 
 /// A member's connection to us.
@@ -371,9 +387,10 @@ impl Transport {
             // Bytes waiting and none taken for a handshake timeout: the member is gone or
             // stopped. Drop the connection and what waits (stale by the time it could be
             // read) and connect again, rather than wait for TCP to give up.
-            let stalled = self.peers[index].outbound.as_ref().is_some_and(|o| {
-                o.written < o.buffer.len() && now.duration_since(o.last_write) >= stall_after
-            });
+            let stalled = self.peers[index]
+                .outbound
+                .as_mut()
+                .is_some_and(|o| o.stalled(now, stall_after));
             if stalled {
                 self.drop_outbound(index, "the member stopped reading");
                 continue;
@@ -529,6 +546,7 @@ impl Transport {
                     written: 0,
                     frame_ends: VecDeque::with_capacity(messages_max + CONTROL_FRAMES_EXTRA),
                     last_write: Instant::now(),
+                    waiting_since: None,
                 });
             }
             Err(error) => {
@@ -607,6 +625,7 @@ impl Transport {
         if outbound.written == outbound.buffer.len() {
             outbound.buffer.clear();
             outbound.written = 0;
+            outbound.waiting_since = None;
         } else if outbound.written > outbound.buffer.len() / 2 {
             // Keep the buffer from growing: move the unwritten tail to the front.
             let written = outbound.written;

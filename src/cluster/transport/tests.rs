@@ -444,6 +444,35 @@ fn a_stalled_connection_is_dropped_and_made_again() {
     assert_eq!(read_frame(&mut again).message, append(1, 2, 7));
 }
 
+/// A link that carried nothing for longer than the stall timeout (between followers, raft
+/// sends nothing but keepalives, every third of the idle timeout) is not stalled: a message
+/// queued on it goes out on the same connection. The stall was counted from the last write,
+/// so such a message was taken for a stuck backlog and dropped with the connection: a
+/// follower's first vote request after a leader died went that way, and the election waited
+/// for a new connection and another round.
+#[test]
+fn a_message_after_a_quiet_spell_goes_out_on_the_same_connection() {
+    let (mut listeners, addresses) = listeners(2);
+    let fake = listeners.pop().expect("l");
+    // Keepalives every 1.67 s: none in the 0.8 s of quiet below (handshake timeout 0.5 s).
+    let mut first = Transport::spawn(listeners.pop().expect("l"), config(1, &addresses, SECRET))
+        .expect("spawn 1");
+    let (mut member_2, _) = fake.accept().expect("the member connects");
+    authenticate_as_member_2(&mut member_2, &addresses);
+    send_once_connected(&mut first, &append(1, 2, 1));
+    assert_eq!(read_frame(&mut member_2).message, append(1, 2, 1));
+    let quiet_until = Instant::now() + Duration::from_millis(800);
+    while Instant::now() < quiet_until {
+        first.flush();
+        assert!(first.recv_timeout(Duration::from_millis(10)).is_none());
+    }
+    assert!(first.send(append(1, 2, 7), 0), "the connection is there");
+    first.flush();
+    assert_eq!(read_frame(&mut member_2).message, append(1, 2, 7));
+    fake.set_nonblocking(true).expect("nonblocking");
+    assert!(fake.accept().is_err(), "no second connection was made");
+}
+
 /// Play member 2 on an accepted connection: authenticate member 1 over it.
 fn authenticate_as_member_2(stream: &mut TcpStream, addresses: &[SocketAddr]) {
     stream
