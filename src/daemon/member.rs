@@ -495,7 +495,8 @@ impl<F: FeedOut> Daemon<F> {
                 return;
             }
         };
-        // Bound before any thread starts, so a port still taken costs no thread to stop.
+        // Bound, and the feed opened, before any thread starts: a port still taken or a feed
+        // that cannot open costs no thread to stop (the member retries every SERVE_RETRY_NS).
         let rerequest = match RerequestServer::bind(
             &member.rerequest,
             self.node.itch_stream().clone(),
@@ -509,12 +510,24 @@ impl<F: FeedOut> Daemon<F> {
                 return;
             }
         };
+        let sent = member.known_sent.max(self.node.itch_sent());
+        if let Err(why) = self.node.open_feed_after(sent, &member.make_feed) {
+            if let Some(retries) = member.serve_log.pass(now_ns, SERVE_LOG_INTERVAL_MS) {
+                tracing::error!(
+                    retries,
+                    "cluster: leading, but cannot open the feed yet: {why}"
+                );
+            }
+            self.serve_failed(now_ns);
+            return;
+        }
         let glimpse = match GlimpseServer::spawn(member.glimpse.clone(), member.requester.clone()) {
             Ok(server) => server,
             Err(e) => {
                 if let Some(retries) = member.serve_log.pass(now_ns, SERVE_LOG_INTERVAL_MS) {
                     tracing::error!(listen = %member.glimpse.listen, retries, "cluster: leading, but cannot bind the GLIMPSE server yet: {e}");
                 }
+                self.node.close_feed();
                 self.serve_failed(now_ns);
                 return;
             }
@@ -523,18 +536,15 @@ impl<F: FeedOut> Daemon<F> {
             Ok(server) => server,
             Err(e) => {
                 tracing::error!("cluster: cannot start the re-request server: {e}");
+                // Its thread ends off the loop, like a deposed leader's servers.
                 member
                     .servers_stopping
                     .extend(stop_in_background(vec![glimpse]));
+                self.node.close_feed();
+                self.serve_failed(now_ns);
                 return;
             }
         };
-        let sent = member.known_sent.max(self.node.itch_sent());
-        let make_feed = &member.make_feed;
-        if let Err(why) = self.node.open_feed_after(sent, make_feed) {
-            tracing::error!("cluster: cannot open the feed: {why}");
-            return;
-        }
         let term = match self.node.cluster().expect("member").role() {
             Role::Leader { term } => term,
             _ => 0,
@@ -553,9 +563,9 @@ impl<F: FeedOut> Daemon<F> {
         self.servers = vec![rerequest, glimpse];
     }
 
-    /// A serving port could not be bound: after [`HAND_OVER_AFTER_NS`] of such failures, hand
-    /// the lead to the next member (raft's leader transfer; this member releases nothing more
-    /// in its term, see [`ClusterNode::hand_over_lead`]).
+    /// A serving port could not be bound or the feed opened: after [`HAND_OVER_AFTER_NS`] of
+    /// such failures, hand the lead to the next member (raft's leader transfer; this member
+    /// releases nothing more in its term, see [`ClusterNode::hand_over_lead`]).
     fn serve_failed(&mut self, now_ns: u64) {
         // Not re-elected at once once it has handed over: the check after it steps down
         // restores the priority when the ports are free.

@@ -1319,6 +1319,50 @@ fn a_member_that_cannot_bind_its_gateway_is_not_elected() {
     );
 }
 
+/// Member 1 names a feed interface this host does not have, so it can bind every serving port
+/// but never open its multicast feed. While another process holds the order-entry ports of
+/// members 2 and 3, member 1 is the only one that can be elected; once it has tried its feed,
+/// the ports are let go. It used to keep the lead, retrying the feed (and stopping the servers
+/// of each try on the loop's thread); now it hands the lead on after 2 s, as when a port
+/// cannot be bound.
+#[test]
+fn a_leader_that_cannot_open_its_feed_hands_the_lead_to_a_member_that_can() {
+    let mut cluster = Cluster::prepare(false, "");
+    let config = &cluster.members[0].config;
+    let text = std::fs::read_to_string(config).unwrap().replacen(
+        "interface = \"127.0.0.1\"",
+        // TEST-NET-1 (RFC 5737): on no interface of this host, so IP_MULTICAST_IF fails.
+        "interface = \"192.0.2.1\"",
+        1,
+    );
+    assert!(text.contains("192.0.2.1"));
+    std::fs::write(config, text).unwrap();
+    let held: Vec<std::net::TcpListener> = cluster.members[1..]
+        .iter()
+        .map(|m| std::net::TcpListener::bind(m.gateway).expect("hold the port"))
+        .collect();
+    cluster.launch_all();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cluster.members[0]
+        .log()
+        .contains("cannot open the multicast feed")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "member 1 never led:\n{}",
+            cluster.members[0].log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(held);
+    let leader = cluster.await_one_leader(Duration::from_secs(60));
+    assert_ne!(leader, 0, "member 1 cannot serve");
+    // The build before lost the lead only if its loop, blocked stopping the servers of each
+    // retry, missed enough heartbeats; it never handed it on.
+    let log = cluster.members[0].log();
+    assert!(log.contains("handing the lead to member"), "{log}");
+}
+
 /// Another process holds the order-entry ports of members 1 and 2, so only member 3 can serve.
 /// A leader that cannot bind its gateway used to keep the lead (retrying every 100 ms) and the
 /// cluster served nobody for as long as it lived (the cluster audit: 20 s); now it hands the
