@@ -13,8 +13,11 @@ use crate::exchange::Sink;
 use crate::types::AccountId;
 use crate::wire::{itch, ouch};
 
-/// Bytes of frames handed over at once, at most: a hand-over every ~1,500 messages.
-const BATCH_BYTES: usize = 64 << 10;
+/// Bytes of frames handed over at once, at most: a hand-over every ~20,000 messages. The
+/// hashing thread waits for each batch and every hand-over wakes it: at 64 KiB those
+/// wake-ups cost a 3M-input replay ~0.1 s of system time and 6% of its wall time (BENCHMARKS
+/// §7, stop 35).
+const BATCH_BYTES: usize = 1 << 20;
 /// Batches handed over and not yet hashed, at most: the apply side waits (parks) beyond.
 const BATCHES_IN_FLIGHT: usize = 4;
 /// A frame's header: the stream (`u16`, little-endian: 0 is ITCH, 1 + account an account's
@@ -23,8 +26,8 @@ const FRAME_HEADER_BYTES: usize = 3;
 const _: () = assert!(MESSAGE_BYTES_MAX <= u8::MAX as usize);
 
 enum Work {
-    /// Frames, in the order their messages were output.
-    Frames(Vec<u8>),
+    /// Frames in `bytes[..used]`, in the order their messages were output.
+    Frames { bytes: Vec<u8>, used: usize },
     /// Every stream's hasher after the frames before (ITCH first, then the accounts'),
     /// answered on the thread's own reply channel.
     Settle,
@@ -33,7 +36,11 @@ enum Work {
 /// The sink of a digesting replay: encodes every output, writes the ITCH stream as a
 /// BinaryFILE if asked, and has the hashing thread digest the streams.
 pub(super) struct HashingSink<'w> {
+    /// The batch being filled: always `batch_bytes` long, frames in `frames[..used]` (each
+    /// message is encoded in place, after the room for its header).
     frames: Vec<u8>,
+    used: usize,
+    batch_bytes: usize,
     work: Sender<Work>,
     /// Hashed batches back from the hashing thread (nothing is allocated per batch).
     empties: Receiver<Vec<u8>>,
@@ -46,21 +53,34 @@ pub(super) struct HashingSink<'w> {
 impl<'w> HashingSink<'w> {
     /// Streams continuing from `hashers` (ITCH first, then one per account).
     pub(super) fn start(hashers: Vec<StreamHasher>, itch_out: Option<&'w mut dyn Write>) -> Self {
+        HashingSink::with_batch(hashers, itch_out, BATCH_BYTES)
+    }
+
+    /// [`HashingSink::start`] with batches of `batch_bytes` (tests use small ones to cross
+    /// many).
+    fn with_batch(
+        hashers: Vec<StreamHasher>,
+        itch_out: Option<&'w mut dyn Write>,
+        batch_bytes: usize,
+    ) -> Self {
         assert!(!hashers.is_empty(), "the ITCH stream at least");
+        assert!(batch_bytes >= FRAME_ROOM_BYTES, "a batch holds a frame");
         assert!(
             hashers.len() <= usize::from(u16::MAX) + 1,
             "a stream number fits a frame"
         );
         let (work, work_rx) = bounded(BATCHES_IN_FLIGHT);
         // In flight, one being hashed, and one to fill while the sink's own is handed over.
-        let (empty_tx, empties) = crate::memory::buffer_pool(BATCHES_IN_FLIGHT + 2, BATCH_BYTES);
+        let (empty_tx, empties) = crate::memory::buffer_pool(BATCHES_IN_FLIGHT + 2, batch_bytes);
         let (settled_tx, settled) = bounded(1);
         let hashing = std::thread::Builder::new()
             .name("replay-digest".into())
             .spawn(move || hash_batches(hashers, &work_rx, &empty_tx, &settled_tx))
             .expect("a thread for the digests");
         HashingSink {
-            frames: Vec::with_capacity(BATCH_BYTES),
+            frames: vec![0; batch_bytes],
+            used: 0,
+            batch_bytes,
             work,
             empties,
             hashing: Some(hashing),
@@ -83,18 +103,20 @@ impl<'w> HashingSink<'w> {
 
     /// The frames so far to the hashing thread, and an empty batch to go on with.
     fn hand_over(&mut self) {
-        if self.frames.is_empty() {
+        if self.used == 0 {
             return;
         }
         let next = match self.empties.recv() {
+            // Zero-filled once, when a pooled buffer is first used.
             Ok(mut next) => {
-                next.clear();
+                next.resize(self.batch_bytes, 0);
                 next
             }
             Err(_) => self.hashing_failed(),
         };
         let full = std::mem::replace(&mut self.frames, next);
-        if self.work.send(Work::Frames(full)).is_err() {
+        let used = std::mem::take(&mut self.used);
+        if self.work.send(Work::Frames { bytes: full, used }).is_err() {
             self.hashing_failed();
         }
     }
@@ -108,36 +130,52 @@ impl<'w> HashingSink<'w> {
         }
     }
 
-    /// One frame: the stream's number, the message's length, the message.
+    /// Where the next frame starts, with room for its header and the longest message.
     #[inline]
-    fn frame(&mut self, stream: u16, message: &[u8]) {
-        if self.frames.len() + FRAME_HEADER_BYTES + message.len() > BATCH_BYTES {
+    fn frame_at(&mut self) -> usize {
+        if self.used + FRAME_ROOM_BYTES > self.frames.len() {
             self.hand_over();
         }
+        self.used
+    }
+
+    /// The header of the frame at `at`, whose message of `len` bytes is in place after it.
+    #[inline]
+    fn seal(&mut self, at: usize, stream: u16, len: usize) {
         let [low, high] = stream.to_le_bytes();
-        let len = u8::try_from(message.len()).expect("messages are short");
-        self.frames.extend_from_slice(&[low, high, len]);
-        self.frames.extend_from_slice(message);
+        let len_byte = u8::try_from(len).expect("messages are short");
+        self.frames[at..at + FRAME_HEADER_BYTES].copy_from_slice(&[low, high, len_byte]);
+        self.used = at + FRAME_HEADER_BYTES + len;
     }
 }
 
+/// A frame's header and the longest message.
+const FRAME_ROOM_BYTES: usize = FRAME_HEADER_BYTES + MESSAGE_BYTES_MAX;
+
 impl Sink for HashingSink<'_> {
     fn ouch(&mut self, account: AccountId, message: &ouch::Outbound) {
-        let mut buf = [0u8; MESSAGE_BYTES_MAX];
-        let n = message.encode(&mut buf);
-        self.frame(account.0 + 1, &buf[..n]);
+        let at = self.frame_at();
+        let body = at + FRAME_HEADER_BYTES;
+        let n = message.encode(&mut self.frames[body..body + MESSAGE_BYTES_MAX]);
+        self.seal(at, account.0 + 1, n);
     }
 
     fn itch(&mut self, message: &itch::Message) {
-        let mut buf = [0u8; MESSAGE_BYTES_MAX];
-        let n = itch::binary_file::write_message(&mut buf, message);
-        self.frame(0, &buf[2..n]);
+        let at = self.frame_at();
+        // The BinaryFILE record (a 2-byte length, then the message) is written over the last
+        // two header bytes, so the message lands where the frame's goes; then the header.
+        let record = at + FRAME_HEADER_BYTES - 2;
+        let n = itch::binary_file::write_message(
+            &mut self.frames[record..record + MESSAGE_BYTES_MAX],
+            message,
+        );
         if let Some(out) = self.itch_out.as_mut()
             && self.write_error.is_none()
-            && let Err(e) = out.write_all(&buf[..n])
+            && let Err(e) = out.write_all(&self.frames[record..record + n])
         {
             self.write_error = Some(e);
         }
+        self.seal(at, 0, n - 2);
     }
 }
 
@@ -162,10 +200,10 @@ fn hash_batches(
     // Bounded: one turn per batch or settle the sink sends.
     while let Ok(next) = work.recv() {
         match next {
-            Work::Frames(frames) => {
-                hash_frames(&mut hashers, &frames);
+            Work::Frames { bytes, used } => {
+                hash_frames(&mut hashers, &bytes[..used]);
                 // The sink may be gone: then nobody wants it back.
-                let _ = empties.try_send(frames);
+                let _ = empties.try_send(bytes);
             }
             Work::Settle => {
                 let _ = settled.send(hashers.clone());
@@ -226,7 +264,7 @@ mod tests {
         let mut file = Vec::new();
         let mut inline = DigestSink::new(5);
         let fresh = vec![StreamHasher::default(); 6];
-        let mut thread = HashingSink::start(fresh, Some(&mut file));
+        let mut thread = HashingSink::with_batch(fresh, Some(&mut file), 64 << 10);
         let mut midway = None;
         for (i, (account, reply, event)) in outputs.iter().enumerate() {
             for sink in [&mut inline as &mut dyn Sink, &mut thread] {
@@ -264,7 +302,8 @@ mod tests {
         std::thread::spawn(move || {
             let settled = std::panic::catch_unwind(|| {
                 // The ITCH stream only: an account's frame (stream 1) panics the thread.
-                let mut sink = HashingSink::start(vec![StreamHasher::default()], None);
+                let hashers = vec![StreamHasher::default()];
+                let mut sink = HashingSink::with_batch(hashers, None, 64 << 10);
                 let (_, reply, event) = outputs(1).remove(0);
                 for _ in 0..20_000 {
                     sink.itch(&event);
