@@ -412,13 +412,7 @@ fn a_quiet_connection_is_kept_alive() {
 /// again.
 #[test]
 fn a_stalled_connection_is_dropped_and_made_again() {
-    let (mut listeners, addresses) = listeners(2);
-    let fake = listeners.pop().expect("l");
-    let mut first = Transport::spawn(listeners.pop().expect("l"), config(1, &addresses, SECRET))
-        .expect("spawn 1");
-    let (mut stalled, _) = fake.accept().expect("the member connects");
-    authenticate_as_member_2(&mut stalled, &addresses);
-    send_once_connected(&mut first, &append(1, 2, 1));
+    let (mut first, fake, _stalled, addresses) = member_1_and_a_played_member_2();
     // Fill the socket, then keep turning as a member's loop does (sends and flushes).
     for _ in 0..200 {
         first.send(append(1, 2, 100_000), 0);
@@ -452,14 +446,8 @@ fn a_stalled_connection_is_dropped_and_made_again() {
 /// for a new connection and another round.
 #[test]
 fn a_message_after_a_quiet_spell_goes_out_on_the_same_connection() {
-    let (mut listeners, addresses) = listeners(2);
-    let fake = listeners.pop().expect("l");
     // Keepalives every 1.67 s: none in the 0.8 s of quiet below (handshake timeout 0.5 s).
-    let mut first = Transport::spawn(listeners.pop().expect("l"), config(1, &addresses, SECRET))
-        .expect("spawn 1");
-    let (mut member_2, _) = fake.accept().expect("the member connects");
-    authenticate_as_member_2(&mut member_2, &addresses);
-    send_once_connected(&mut first, &append(1, 2, 1));
+    let (mut first, fake, mut member_2, _) = member_1_and_a_played_member_2();
     assert_eq!(read_frame(&mut member_2).message, append(1, 2, 1));
     let quiet_until = Instant::now() + Duration::from_millis(800);
     while Instant::now() < quiet_until {
@@ -471,6 +459,19 @@ fn a_message_after_a_quiet_spell_goes_out_on_the_same_connection() {
     assert_eq!(read_frame(&mut member_2).message, append(1, 2, 7));
     fake.set_nonblocking(true).expect("nonblocking");
     assert!(fake.accept().is_err(), "no second connection was made");
+}
+
+/// Member 1's transport, connected to a member 2 this test plays (its listener and the
+/// accepted, authenticated connection), after a first message `append(1, 2, 1)` was sent.
+fn member_1_and_a_played_member_2() -> (Transport, TcpListener, TcpStream, Vec<SocketAddr>) {
+    let (mut listeners, addresses) = listeners(2);
+    let fake = listeners.pop().expect("l");
+    let mut first = Transport::spawn(listeners.pop().expect("l"), config(1, &addresses, SECRET))
+        .expect("spawn 1");
+    let (mut member_2, _) = fake.accept().expect("the member connects");
+    authenticate_as_member_2(&mut member_2, &addresses);
+    send_once_connected(&mut first, &append(1, 2, 1));
+    (first, fake, member_2, addresses)
 }
 
 /// Play member 2 on an accepted connection: authenticate member 1 over it.
