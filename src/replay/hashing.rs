@@ -294,6 +294,56 @@ mod tests {
         assert_eq!(StreamDigest(file_digest), inline.itch.digest());
     }
 
+    /// Every kind of output a trading day makes (the realistic workload through the
+    /// exchange), through batches a few frames long: pooled buffers come back holding old
+    /// frames and each message is encoded over them, so an encoder that left a byte of its
+    /// length unwritten would change a digest here.
+    #[test]
+    fn a_days_outputs_through_small_reused_batches_hash_as_inline() {
+        use crate::exchange::{Exchange, Limits};
+        use crate::workload::{Spec, Workload, demo_venue, generate, to_inputs};
+        let mut spec = Spec::standard(Workload::Realistic, 7);
+        spec.ops = spec.ops.min(5_000);
+        let stream = generate(spec);
+        let limits = Limits {
+            orders_per_symbol: stream.stats.max_resting + 16,
+            levels_per_side: stream.stats.max_levels + 16,
+            tokens_per_account: stream.stats.max_tokens_per_account,
+        };
+        let venue = demo_venue("BNCH", stream.stats.accounts, limits);
+        let accounts = venue.accounts.len();
+        struct Tee<'a, 'w>(&'a mut DigestSink, &'a mut HashingSink<'w>);
+        impl Sink for Tee<'_, '_> {
+            fn ouch(&mut self, account: AccountId, message: &ouch::Outbound) {
+                self.0.ouch(account, message);
+                self.1.ouch(account, message);
+            }
+            fn itch(&mut self, message: &itch::Message) {
+                self.0.itch(message);
+                self.1.itch(message);
+            }
+        }
+        let mut inline = DigestSink::new(accounts);
+        let fresh = vec![StreamHasher::default(); accounts + 1];
+        // Room for five of the longest frames.
+        let mut thread = HashingSink::with_batch(fresh, None, 5 * FRAME_ROOM_BYTES);
+        let mut exchange = Exchange::new(venue).expect("venue");
+        let mut tee = Tee(&mut inline, &mut thread);
+        // The start of day first, then the day's orders.
+        for input in &to_inputs(&stream.ops, "BNCH", 100) {
+            exchange.apply(input, &mut tee);
+        }
+        let settled = thread.settle();
+        let want: Vec<_> = std::iter::once(&inline.itch).chain(&inline.ouch).collect();
+        for (got, want) in settled.iter().zip(want) {
+            assert_eq!(
+                (got.messages, got.bytes, got.digest()),
+                (want.messages, want.bytes, want.digest())
+            );
+        }
+        assert!(settled[0].messages > 5_000, "a day's ITCH messages");
+    }
+
     /// A panic on the hashing thread while a settle waits reaches the caller (it hung: the
     /// reply's sender sat in the closed channel's buffer, found by a second reading).
     #[test]
