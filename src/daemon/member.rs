@@ -407,8 +407,9 @@ impl<F: FeedOut> Daemon<F> {
         false
     }
 
-    /// A member that does not serve checks its serving ports now and then, and stands for
-    /// election at a lower priority while one is taken (`ports`).
+    /// A member that does not serve checks its serving ports and its feed now and then, and
+    /// stands for election at a lower priority while a port is taken (`ports`) or the feed
+    /// cannot open.
     fn check_serving_ports(&mut self, now_ns: u64) {
         let member = self.member.as_mut().expect("member");
         member
@@ -425,19 +426,30 @@ impl<F: FeedOut> Daemon<F> {
         }
         member.ports_checked_ns = now_ns.max(1);
         let taken = ports::first_taken(&self.config);
+        // A trial socket (no datagram sent): a member whose feed cannot open would win
+        // elections only to hand the lead on.
+        let feed_error = match &taken {
+            None => (member.make_feed)(1).err(),
+            Some(_) => None,
+        };
         let id = member.id;
         let could_serve = self.node.cluster().expect("a member's node").can_serve();
-        if let Some((addr, error)) = &taken
-            && could_serve
-        {
-            tracing::warn!(member = id, %addr, "cluster: cannot bind serving port {addr} ({error}): standing for election below the members that can serve");
-        } else if taken.is_none() && !could_serve {
+        if could_serve {
+            if let Some((addr, error)) = &taken {
+                tracing::warn!(member = id, %addr, "cluster: cannot bind serving port {addr} ({error}): standing for election below the members that can serve");
+            } else if let Some(why) = &feed_error {
+                tracing::warn!(
+                    member = id,
+                    "cluster: {why}: standing for election below the members that can serve"
+                );
+            }
+        } else if taken.is_none() && feed_error.is_none() {
             tracing::info!(
                 member = id,
-                "cluster: serving ports free again: standing for election as the others do"
+                "cluster: serving ports free and the feed opens again: standing for election as the others do"
             );
         }
-        self.set_can_serve(taken.is_none());
+        self.set_can_serve(taken.is_none() && feed_error.is_none());
     }
 
     fn set_can_serve(&mut self, can_serve: bool) {
@@ -495,7 +507,7 @@ impl<F: FeedOut> Daemon<F> {
                 return;
             }
         };
-        // Bound, and the feed opened, before any thread starts: a port still taken or a feed
+        // Bound, and the feed tried, before any thread starts: a port still taken or a feed
         // that cannot open costs no thread to stop (the member retries every SERVE_RETRY_NS).
         let rerequest = match RerequestServer::bind(
             &member.rerequest,
@@ -510,8 +522,9 @@ impl<F: FeedOut> Daemon<F> {
                 return;
             }
         };
-        let sent = member.known_sent.max(self.node.itch_sent());
-        if let Err(why) = self.node.open_feed_after(sent, &member.make_feed) {
+        // A trial socket only: the feed that multicasts opens last, once nothing else can
+        // fail (opening it sends what the old leader may not have sent).
+        if let Err(why) = (member.make_feed)(1) {
             if let Some(retries) = member.serve_log.pass(now_ns, SERVE_LOG_INTERVAL_MS) {
                 tracing::error!(
                     retries,
@@ -527,20 +540,29 @@ impl<F: FeedOut> Daemon<F> {
                 if let Some(retries) = member.serve_log.pass(now_ns, SERVE_LOG_INTERVAL_MS) {
                     tracing::error!(listen = %member.glimpse.listen, retries, "cluster: leading, but cannot bind the GLIMPSE server yet: {e}");
                 }
-                self.node.close_feed();
                 self.serve_failed(now_ns);
                 return;
             }
         };
-        let rerequest = match rerequest.spawn() {
-            Ok(server) => server,
-            Err(e) => {
-                tracing::error!("cluster: cannot start the re-request server: {e}");
-                // Its thread ends off the loop, like a deposed leader's servers.
-                member
-                    .servers_stopping
-                    .extend(stop_in_background(vec![glimpse]));
-                self.node.close_feed();
+        let started = match rerequest.spawn() {
+            Ok(rerequest) => Ok(vec![rerequest, glimpse]),
+            Err(e) => Err((
+                format!("cannot start the re-request server: {e}"),
+                vec![glimpse],
+            )),
+        };
+        let sent = member.known_sent.max(self.node.itch_sent());
+        let servers = match started.and_then(|servers| {
+            match self.node.open_feed_after(sent, &member.make_feed) {
+                Ok(()) => Ok(servers),
+                Err(why) => Err((format!("cannot open the feed: {why}"), servers)),
+            }
+        }) {
+            Ok(servers) => servers,
+            Err((why, servers)) => {
+                tracing::error!("cluster: leading, but {why}");
+                // Their threads end off the loop, like a deposed leader's servers.
+                member.servers_stopping.extend(stop_in_background(servers));
                 self.serve_failed(now_ns);
                 return;
             }
@@ -560,7 +582,7 @@ impl<F: FeedOut> Daemon<F> {
         member.serving = true;
         member.serve_failing_since_ns = 0;
         self.gateway = Some(gateway);
-        self.servers = vec![rerequest, glimpse];
+        self.servers = servers;
     }
 
     /// A serving port could not be bound or the feed opened: after [`HAND_OVER_AFTER_NS`] of
