@@ -23,10 +23,10 @@ pub const LOOKAHEAD_INPUTS: usize = 8;
 
 /// Inputs a batch from the reading thread holds, at most. The reading thread is faster than
 /// the apply, so it waits for each emptied batch and every hand-over wakes it: at 256 inputs
-/// a batch those wake-ups were ~20% of a 3M-input replay's system time and its wall time was
-/// 10-20% longer than at 8,192 (BENCHMARKS.md §7, stop 35). Six batches of 8,192 inputs
-/// (in flight, in hand, being filled) are ~3 MB, read in order.
-pub const BATCH_INPUTS: usize = 8192;
+/// a batch a 3M-input replay took twice the system time and ~10% more wall time than at
+/// 8,192 (BENCHMARKS.md §7, stop 35). Six batches of 8,192 inputs (in flight, in hand, being
+/// filled) are a few MB, read in order.
+const BATCH_INPUTS: usize = 8192;
 /// Batches filled and not yet taken, at most: the reading thread waits (parks) beyond them.
 const BATCHES_IN_FLIGHT: usize = 4;
 
