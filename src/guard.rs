@@ -601,11 +601,7 @@ impl<M> SlotHold<M> {
         victim: impl FnOnce(&[ConnectionSlot<M>]) -> Option<usize>,
     ) -> Option<SlotHold<M>> {
         let id = lock_slots(slots).admit(stream, meta, victim)?;
-        Some(SlotHold {
-            slots: slots.clone(),
-            id,
-            ended: false,
-        })
+        Some(SlotHold::of(slots, id))
     }
 
     /// [`ConnectionSlots::admit_with`] on the shared table; the hold goes to the connection's
@@ -617,11 +613,15 @@ impl<M> SlotHold<M> {
         decide: impl FnOnce(&[ConnectionSlot<M>], bool) -> Admission,
     ) -> Result<SlotHold<M>, &'static str> {
         let id = lock_slots(slots).admit_with(stream, meta, decide)?;
-        Ok(SlotHold {
+        Ok(SlotHold::of(slots, id))
+    }
+
+    fn of(slots: &SharedSlots<M>, id: u64) -> SlotHold<M> {
+        SlotHold {
             slots: slots.clone(),
             id,
             ended: false,
-        })
+        }
     }
 
     /// The connection's id in its table.

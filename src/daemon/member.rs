@@ -38,6 +38,7 @@ use crate::marketdata::ServerHandle;
 use crate::marketdata::glimpse::{
     GlimpseConfig, GlimpseServer, SnapshotRequester, snapshot_channel,
 };
+use crate::marketdata::publisher::{PublisherConfig, sender_opens};
 use crate::marketdata::rerequest::{RerequestConfig, RerequestServer};
 use crate::sequencer::{Clock, SystemClock};
 use crate::wire::ascii::SessionId;
@@ -70,6 +71,8 @@ const STEP_LOG_INTERVAL_MS: u64 = 10_000;
 pub(super) struct Member<F: FeedOut> {
     transport: Transport,
     make_feed: Box<dyn Fn(u64) -> Result<F, String>>,
+    /// The feed's socket settings, to try them while not serving ([`sender_opens`]).
+    publisher: PublisherConfig,
     polled: Polled,
     id: u64,
     /// CLOCK_BOOTTIME at start, the tick length, and the ticks given to raft so far.
@@ -204,6 +207,7 @@ impl<F: FeedOut> Daemon<F> {
         let member = Member {
             transport,
             make_feed: Box::new(make_feed),
+            publisher: PublisherConfig::from_feed(&config.feed)?,
             polled: Polled::default(),
             id: cluster.id,
             started_boot_ns: boottime_ns(),
@@ -429,7 +433,7 @@ impl<F: FeedOut> Daemon<F> {
         // A trial socket (no datagram sent): a member whose feed cannot open would win
         // elections only to hand the lead on.
         let feed_error = match &taken {
-            None => (member.make_feed)(1).err(),
+            None => sender_opens(&member.publisher).err(),
             Some(_) => None,
         };
         let id = member.id;
@@ -438,9 +442,10 @@ impl<F: FeedOut> Daemon<F> {
             if let Some((addr, error)) = &taken {
                 tracing::warn!(member = id, %addr, "cluster: cannot bind serving port {addr} ({error}): standing for election below the members that can serve");
             } else if let Some(why) = &feed_error {
+                let group = member.publisher.group;
                 tracing::warn!(
                     member = id,
-                    "cluster: {why}: standing for election below the members that can serve"
+                    "cluster: cannot open the multicast feed {group}: {why}: standing for election below the members that can serve"
                 );
             }
         } else if taken.is_none() && feed_error.is_none() {
@@ -524,11 +529,12 @@ impl<F: FeedOut> Daemon<F> {
         };
         // A trial socket only: the feed that multicasts opens last, once nothing else can
         // fail (opening it sends what the old leader may not have sent).
-        if let Err(why) = (member.make_feed)(1) {
+        if let Err(why) = sender_opens(&member.publisher) {
             if let Some(retries) = member.serve_log.pass(now_ns, SERVE_LOG_INTERVAL_MS) {
+                let group = member.publisher.group;
                 tracing::error!(
                     retries,
-                    "cluster: leading, but cannot open the feed yet: {why}"
+                    "cluster: leading, but cannot open the feed yet: cannot open the multicast feed {group}: {why}"
                 );
             }
             self.serve_failed(now_ns);
@@ -544,29 +550,21 @@ impl<F: FeedOut> Daemon<F> {
                 return;
             }
         };
-        let started = match rerequest.spawn() {
-            Ok(rerequest) => Ok(vec![rerequest, glimpse]),
-            Err(e) => Err((
-                format!("cannot start the re-request server: {e}"),
-                vec![glimpse],
-            )),
-        };
-        let sent = member.known_sent.max(self.node.itch_sent());
-        let servers = match started.and_then(|servers| {
-            match self.node.open_feed_after(sent, &member.make_feed) {
-                Ok(()) => Ok(servers),
-                Err(why) => Err((format!("cannot open the feed: {why}"), servers)),
-            }
-        }) {
-            Ok(servers) => servers,
-            Err((why, servers)) => {
-                tracing::error!("cluster: leading, but {why}");
-                // Their threads end off the loop, like a deposed leader's servers.
-                member.servers_stopping.extend(stop_in_background(servers));
-                self.serve_failed(now_ns);
+        let rerequest = match rerequest.spawn() {
+            Ok(server) => server,
+            Err(e) => {
+                let why = format!("cannot start the re-request server: {e}");
+                self.serving_not_started(now_ns, vec![glimpse], &why);
                 return;
             }
         };
+        let servers = vec![rerequest, glimpse];
+        let member = self.member.as_mut().expect("member");
+        let sent = member.known_sent.max(self.node.itch_sent());
+        if let Err(why) = self.node.open_feed_after(sent, &member.make_feed) {
+            self.serving_not_started(now_ns, servers, &format!("cannot open the feed: {why}"));
+            return;
+        }
         let term = match self.node.cluster().expect("member").role() {
             Role::Leader { term } => term,
             _ => 0,
@@ -583,6 +581,15 @@ impl<F: FeedOut> Daemon<F> {
         member.serve_failing_since_ns = 0;
         self.gateway = Some(gateway);
         self.servers = servers;
+    }
+
+    /// Leading, the servers started but serving could not begin: their threads end off the
+    /// loop, like a deposed leader's servers, and the failure counts ([`Self::serve_failed`]).
+    fn serving_not_started(&mut self, now_ns: u64, servers: Vec<ServerHandle>, why: &str) {
+        tracing::error!("cluster: leading, but {why}");
+        let member = self.member.as_mut().expect("member");
+        member.servers_stopping.extend(stop_in_background(servers));
+        self.serve_failed(now_ns);
     }
 
     /// A serving port could not be bound or the feed opened: after [`HAND_OVER_AFTER_NS`] of

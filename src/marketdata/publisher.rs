@@ -140,6 +140,13 @@ pub struct FeedPublisher {
     stats: PublisherStats,
 }
 
+/// Whether a sending socket for `config` can be opened now (made and closed, no datagram
+/// sent, nothing allocated): a cluster member that cannot open its feed stands back in
+/// elections instead of winning one it cannot serve.
+pub fn sender_opens(config: &PublisherConfig) -> io::Result<()> {
+    open_multicast_sender(config).map(drop)
+}
+
 impl FeedPublisher {
     /// Open the sending socket. `next_sequence` is the MoldUDP64 number of the next message
     /// (1 for a new journal; recovered from the journal after a restart or failover).

@@ -1126,3 +1126,21 @@ fn snapshot_encoding_is_soupbin_packets_ending_in_g_and_z() {
         })
     );
 }
+
+/// The trial a cluster member makes before it stands for election or serves: a sending
+/// socket on this host's interface opens; one on an address no interface has does not, and
+/// neither sends anything the group's receiver could see.
+#[test]
+fn a_feed_sender_opens_only_on_an_interface_this_host_has() {
+    let group = unique_group();
+    let mut receiver =
+        FeedReceiver::join(group, Ipv4Addr::LOCALHOST, Duration::from_millis(200)).unwrap();
+    assert!(super::publisher::sender_opens(&publisher_config(group)).is_ok());
+    let elsewhere = PublisherConfig {
+        // TEST-NET-1 (RFC 5737).
+        interface: Ipv4Addr::new(192, 0, 2, 1),
+        ..publisher_config(group)
+    };
+    assert!(super::publisher::sender_opens(&elsewhere).is_err());
+    assert!(receiver.recv().is_err(), "a trial sends no datagram");
+}
