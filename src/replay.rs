@@ -6,8 +6,9 @@
 //! streams are the same bytes, so "live == replay" is a comparison of these digests.
 
 use crate::exchange::{Exchange, Input, LentState, Sink, StateDigest};
+use crate::journal::alongside::VerifyAlongside;
 use crate::journal::{JournalError, JournalReader};
-use crate::sequencer::ahead::{AheadError, InputsAhead};
+use crate::sequencer::ahead::{AheadError, InputsAhead, Through};
 use crate::sequencer::record::{self, DayHeader, KIND_NOOP, KIND_START_OF_DAY};
 use crate::snapshot::{self, Schedule, Snapshot, StreamPosition};
 use crate::types::{AccountId, Timestamp};
@@ -351,21 +352,94 @@ pub fn replay(
 pub fn replay_with(
     path: &Path,
     options: ReplayOptions<'_>,
-    mut progress: impl FnMut(u64),
+    progress: impl FnMut(u64),
 ) -> Result<ReplayReport, ReplayError> {
     let started = std::time::Instant::now();
     let (journal_dir, day_note) = crate::days::for_reading(path).map_err(ReplayError::Layout)?;
     let dir = journal_dir.as_path();
-    // Read-only check first: refuses corruption and gaps, finds the end of the valid prefix.
-    // From a snapshot, the newest one vouches for the records before it: only where they end
-    // is checked (should it turn out damaged, the reader checks the records the scan did not).
-    let vouched = match options.from_snapshot {
-        true => snapshot::newest_through(dir, u64::MAX),
-        false => 0,
+    let check = JournalCheck::start(dir, &options)?;
+    let replayed = replay_checked(dir, &check, options, progress);
+    // The check's refusal is the answer, whatever the replay beside it made of the records
+    // it had passed: the same answer as a check run first.
+    let verified = match check {
+        JournalCheck::Done(verified) => verified,
+        JournalCheck::Alongside(alongside) => alongside.finish()?,
     };
-    let verified = crate::journal::verify_vouched(dir, vouched)?;
-    // Every record the scan read had its checksum checked just now.
-    let trusted = verified.vouched_through + 1..=verified.last_seq;
+    Ok(ReplayReport {
+        seconds: started.elapsed().as_secs_f64(),
+        torn_tail: verified.torn_tail,
+        journal_dir,
+        day_note,
+        ..replayed?
+    })
+}
+
+/// The journal's read-only check: it refuses corruption and gaps and finds the end of the
+/// valid prefix.
+enum JournalCheck {
+    /// Run before the replay. From a snapshot, the newest one vouches for the records before
+    /// it: only where they end is checked (should it turn out damaged, the reader checks the
+    /// records the scan did not).
+    Done(crate::journal::RecoveryReport),
+    /// Running beside a full replay, which reads only what it has passed (see
+    /// [`crate::journal::alongside`]).
+    Alongside(VerifyAlongside),
+}
+
+impl JournalCheck {
+    /// Beside the replay unless the replay has effects a refusal found later could not
+    /// take back (an ITCH file written, snapshots written) or needs the journal's end
+    /// first (a snapshot to start from).
+    fn start(dir: &Path, options: &ReplayOptions) -> Result<JournalCheck, ReplayError> {
+        if options.itch_out.is_none() && !options.from_snapshot && options.write_snapshots.is_none()
+        {
+            return Ok(JournalCheck::Alongside(VerifyAlongside::start(dir)));
+        }
+        let vouched = match options.from_snapshot {
+            true => snapshot::newest_through(dir, u64::MAX),
+            false => 0,
+        };
+        Ok(JournalCheck::Done(crate::journal::verify_vouched(
+            dir, vouched,
+        )?))
+    }
+
+    /// Where the reading stops.
+    fn through(&self) -> Through {
+        match self {
+            JournalCheck::Done(verified) => Through::Seq(verified.last_seq),
+            JournalCheck::Alongside(alongside) => Through::Checking(alongside.progress()),
+        }
+    }
+
+    /// The records whose checksums the check has read already (beside the replay: none
+    /// yet; the reading trusts them as the check passes them).
+    fn trusted(&self) -> std::ops::RangeInclusive<u64> {
+        match self {
+            JournalCheck::Done(verified) => verified.vouched_through + 1..=verified.last_seq,
+            JournalCheck::Alongside(_) => std::ops::RangeInclusive::new(1, 0),
+        }
+    }
+
+    /// The journal's last record (a check run first: snapshots are read or written only
+    /// then).
+    fn last_seq(&self) -> u64 {
+        match self {
+            JournalCheck::Done(verified) => verified.last_seq,
+            JournalCheck::Alongside(_) => unreachable!("snapshots are replayed after the check"),
+        }
+    }
+}
+
+/// The replay proper, its records bounded by `check`; the report's timing and journal
+/// fields are the caller's.
+fn replay_checked(
+    dir: &Path,
+    check: &JournalCheck,
+    options: ReplayOptions<'_>,
+    mut progress: impl FnMut(u64),
+) -> Result<ReplayReport, ReplayError> {
+    let trusted = check.trusted();
     let mut reader = JournalReader::open(dir, 1)?;
     reader.trust(trusted.clone());
     let (header, start_seq, timestamp) = read_start(&mut reader)?;
@@ -378,7 +452,7 @@ pub fn replay_with(
         })
     };
     let loaded = if options.from_snapshot {
-        snapshot::load_latest(dir, &header_digest, verified.last_seq, |s| {
+        snapshot::load_latest(dir, &header_digest, check.last_seq(), |s| {
             resume(&header, s, options.no_digest)
         })
     } else {
@@ -424,7 +498,7 @@ pub fn replay_with(
     let mut snapshot_encode_max = std::time::Duration::ZERO;
     let mut snapshot_bytes_max = 0;
     let start = exchange.last_seq().max(from_snapshot.unwrap_or(0));
-    let mut ahead = InputsAhead::new(reader, start, verified.last_seq);
+    let mut ahead = InputsAhead::new(reader, start, check.through());
     while let Some(input) = ahead.next(&exchange)? {
         match &mut streams {
             Streams::Digest(d) => exchange.apply(&input, d),
@@ -444,7 +518,7 @@ pub fn replay_with(
             snapshot_encode_max = snapshot_encode_max.max(encode_started.elapsed());
             let (_, bytes) = snapshot::write_atomic(dir, &snap).map_err(ReplayError::Io)?;
             snapshot_bytes_max = snapshot_bytes_max.max(bytes);
-            snapshot::prune(dir, snapshot::KEEP, verified.last_seq);
+            snapshot::prune(dir, snapshot::KEEP, check.last_seq());
             snapshots_written += 1;
         }
     }
@@ -481,11 +555,11 @@ pub fn replay_with(
         state_digest: exchange.state_digest(),
         order_refs: exchange.order_refs_used(),
         matches: exchange.matches_used(),
-        seconds: started.elapsed().as_secs_f64(),
-        torn_tail: verified.torn_tail,
+        seconds: 0.0,
+        torn_tail: None,
         header,
-        journal_dir,
-        day_note,
+        journal_dir: std::path::PathBuf::new(),
+        day_note: None,
         from_snapshot,
         applied,
         snapshots_written,
@@ -778,6 +852,79 @@ mod tests {
             last,
             "read to the last record, a leader change"
         );
+    }
+
+    /// The journal's segment files, in order.
+    fn segment_files(dir: &Path) -> Vec<std::path::PathBuf> {
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+            .collect();
+        files.sort();
+        files
+    }
+
+    /// Flip every bit of the byte at `at` of `file`, or of its last non-zero byte.
+    fn flip(file: &Path, at: Option<usize>) {
+        let mut bytes = std::fs::read(file).unwrap();
+        let at = at.unwrap_or_else(|| bytes.iter().rposition(|&b| b != 0).unwrap());
+        bytes[at] ^= 0xff;
+        std::fs::write(file, bytes).unwrap();
+    }
+
+    /// A full replay checks the journal beside its apply (`JournalCheck::Alongside`); what it
+    /// answers is still the check's: a refusal the check reaches only at the journal's end
+    /// (the last record, acknowledged, fails its checksum: damage, not a torn tail), where
+    /// the reading sees a clean end and would replay every record before it.
+    #[test]
+    fn a_refusal_the_check_reaches_at_the_end_is_the_replays_answer() {
+        let temp = tempfile::tempdir().unwrap();
+        // 20,000 orders over several 1-MiB segments: the check reports its progress a few
+        // times before it reaches the damage.
+        journal_of(temp.path(), false, 20_000, None);
+        let whole = replay(temp.path(), None, |_| {}).unwrap();
+        assert_eq!(whole.inputs, 20_003);
+        let files = segment_files(temp.path());
+        assert!(files.len() >= 2, "{files:?}");
+        let last_with_data = files
+            .iter()
+            .rev()
+            .find(|f| std::fs::read(f).unwrap().iter().any(|&b| b != 0))
+            .unwrap();
+        flip(last_with_data, None);
+        let refusal = crate::journal::verify(temp.path()).unwrap_err().to_string();
+        assert!(refusal.contains("durable"), "{refusal}");
+        for options in [
+            ReplayOptions::default(),
+            ReplayOptions {
+                no_digest: true,
+                ..ReplayOptions::default()
+            },
+        ] {
+            match replay_with(temp.path(), options, |_| {}) {
+                Err(ReplayError::Journal(e)) => assert_eq!(e.to_string(), refusal),
+                Err(other) => panic!("another error: {other}"),
+                Ok(report) => panic!("replayed {} inputs of a refused journal", report.inputs),
+            }
+        }
+    }
+
+    /// A record damaged far into the day: the replay stops where the check does and answers
+    /// with its refusal (the reading never reads a record the check has not passed).
+    #[test]
+    fn a_checksum_failure_mid_journal_refuses_the_replay_as_the_check_does() {
+        let temp = tempfile::tempdir().unwrap();
+        journal_of(temp.path(), true, 20_000, None);
+        let files = segment_files(temp.path());
+        // Inside a record of the second segment (past its 4-KiB header), valid records after it.
+        flip(&files[1], Some(300_000));
+        let refusal = crate::journal::verify(temp.path()).unwrap_err().to_string();
+        match replay(temp.path(), None, |_| {}) {
+            Err(ReplayError::Journal(e)) => assert_eq!(e.to_string(), refusal),
+            Err(other) => panic!("another error: {other}"),
+            Ok(report) => panic!("replayed {} inputs of a refused journal", report.inputs),
+        }
     }
 
     /// Dropped before its end, the reader stops its thread and waits for it: once the drop

@@ -61,6 +61,7 @@
 //! `Flush` mode those records were never reported durable; the operator cuts the journal back
 //! with [`truncate_after`] (which needs only the records it keeps to be intact).
 
+pub mod alongside;
 pub mod error;
 pub mod manifest;
 pub mod reader;

@@ -39,6 +39,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use super::JournalError;
+use super::alongside::{PROGRESS_EVERY_RECORDS, ScanProgress};
 use super::manifest::{self, ManifestState};
 use super::reader::Mapped;
 use super::record::{
@@ -139,6 +140,22 @@ pub fn verify_vouched(dir: &Path, vouched_seq: u64) -> Result<RecoveryReport, Jo
     Ok(scan.report)
 }
 
+/// [`verify`], telling `progress` how far it has checked as it goes (see
+/// [`super::alongside`]).
+pub(crate) fn verify_reporting(
+    dir: &Path,
+    progress: &ScanProgress,
+) -> Result<RecoveryReport, JournalError> {
+    let scan = scan_segments(dir, false, false, 0, Some(progress))?;
+    let scan = scan.expect("a full scan concludes or refuses");
+    if scan.tail.is_none() {
+        return Err(JournalError::EmptyJournal {
+            path: dir.to_path_buf(),
+        });
+    }
+    Ok(scan.report)
+}
+
 /// Scan every segment. `sync_files` fsyncs each segment as it goes (the writer does, so the
 /// recovered records are on disk before it reports them durable). `accept_damage` turns the
 /// refusals of a damaged tail (durable records corrupt or missing, a missing last segment)
@@ -152,7 +169,7 @@ pub(crate) fn scan_journal(
     vouched_seq: u64,
 ) -> Result<JournalScan, JournalError> {
     if vouched_seq > 1 && !accept_damage {
-        match scan_segments(dir, sync_files, false, vouched_seq) {
+        match scan_segments(dir, sync_files, false, vouched_seq, None) {
             Ok(Some(scan)) => return Ok(scan),
             Ok(None) => tracing::warn!(
                 vouched_seq,
@@ -164,17 +181,19 @@ pub(crate) fn scan_journal(
             }
         }
     }
-    let scan = scan_segments(dir, sync_files, accept_damage, 0)?;
+    let scan = scan_segments(dir, sync_files, accept_damage, 0, None)?;
     Ok(scan.expect("a full scan concludes or refuses"))
 }
 
 /// [`scan_journal`] with `vouched_seq` (0: none). `Ok(None)`: the records before
-/// `vouched_seq` are not as a snapshot after it needs (only with `vouched_seq` > 0).
+/// `vouched_seq` are not as a snapshot after it needs (only with `vouched_seq` > 0). With
+/// `progress`, each record checked is reported (every [`PROGRESS_EVERY_RECORDS`]).
 fn scan_segments(
     dir: &Path,
     sync_files: bool,
     accept_damage: bool,
     vouched_seq: u64,
+    progress: Option<&ScanProgress>,
 ) -> Result<Option<JournalScan>, JournalError> {
     // The marks first: a live writer raises them only after the records exist, so marks read
     // before the segments never claim more than the scan will find.
@@ -257,15 +276,13 @@ fn scan_segments(
             });
             continue;
         }
-        let end = scan_segment(
-            &path,
-            map,
-            &header,
-            report.last_seq + 1,
+        let walk = Walk {
+            expected_seq: report.last_seq + 1,
             is_last,
             vouched_seq,
-            &mut report,
-        )?;
+            progress,
+        };
+        let end = scan_segment(&path, map, &header, walk, &mut report)?;
         report.segments += 1;
         report.data_bytes += end.end_offset_bytes;
         if !end.sealed && !is_last {
@@ -437,7 +454,13 @@ pub fn check_segment_image(
         image.len() as u64,
         &report,
     )?;
-    let end = scan_segment(path, image, &header, header.first_seq, true, 0, &mut report)?;
+    let walk = Walk {
+        expected_seq: header.first_seq,
+        is_last: true,
+        vouched_seq: 0,
+        progress: None,
+    };
+    let end = scan_segment(path, image, &header, walk, &mut report)?;
     report.segments = 1;
     report.data_bytes = end.end_offset_bytes;
     let tail = TailPosition {
@@ -592,15 +615,31 @@ struct SegmentEnd {
 
 /// Check one segment's records; `expected_seq` is the sequence number of its first record.
 /// Records before `vouched_seq` are walked without their checksums (see the module docs).
+/// How one segment's records are walked.
+struct Walk<'a> {
+    /// The sequence number its first record must have.
+    expected_seq: u64,
+    /// The journal's last segment (a torn tail may end it).
+    is_last: bool,
+    /// Records before this one are vouched for by a snapshot: no checksums (0: none).
+    vouched_seq: u64,
+    /// Told of the records checked, every [`PROGRESS_EVERY_RECORDS`].
+    progress: Option<&'a ScanProgress>,
+}
+
 fn scan_segment(
     path: &Path,
     map: SharedBytes,
     header: &SegmentHeader,
-    expected_seq: u64,
-    is_last: bool,
-    vouched_seq: u64,
+    walk: Walk,
     report: &mut RecoveryReport,
 ) -> Result<SegmentEnd, JournalError> {
+    let Walk {
+        expected_seq,
+        is_last,
+        vouched_seq,
+        progress,
+    } = walk;
     let segment_bytes = map.len() as u64;
     let mut offset_bytes = HEADER_BYTES;
     let mut seq = expected_seq;
@@ -627,6 +666,11 @@ fn scan_segment(
                 report.records += 1;
                 report.last_seq = seq;
                 report.last_timestamp = timestamp;
+                if let Some(progress) = progress
+                    && seq.is_multiple_of(PROGRESS_EVERY_RECORDS)
+                {
+                    progress.advance(seq);
+                }
                 seq += 1;
                 offset_bytes += span_bytes;
             }

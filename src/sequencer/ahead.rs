@@ -7,14 +7,17 @@
 //! tables, far larger than the cache, find their lines loaded. The inputs and their order are
 //! those of reading one record at a time; a record that cannot be read or decoded is
 //! reported after every input before it (both users stop at the error; the journal was
-//! verified first).
+//! verified first, or its check runs beside and bounds the reading: [`Through::Checking`]).
 
 use std::collections::VecDeque;
 
 use crossbeam::channel::{Receiver, Sender, bounded};
 
+use std::sync::Arc;
+
 use super::record::{self, KIND_NOOP, RecordError};
 use crate::exchange::{Exchange, Input};
+use crate::journal::alongside::{Checked, ScanProgress};
 use crate::journal::{JournalError, JournalReader};
 
 /// Inputs decoded ahead of the one being applied. Eight was the fastest of 4, 8 and 16 on a
@@ -61,12 +64,45 @@ impl From<JournalError> for AheadError {
     }
 }
 
+/// Where reading stops.
+pub enum Through {
+    /// At this record (or the journal's end before it): a check ran first and ends there.
+    Seq(u64),
+    /// Where a check running beside the reading ends: records are read only once it has
+    /// passed them (and their checksums are not computed again); a refusal ends the
+    /// reading (the caller reports the check's error).
+    Checking(Arc<ScanProgress>),
+}
+
+impl From<u64> for Through {
+    fn from(seq: u64) -> Through {
+        Through::Seq(seq)
+    }
+}
+
+impl Through {
+    /// The reading is at `read_seq`, the last record it may read so far: how far it may
+    /// read on, or `None` to stop.
+    fn extend(&self, read_seq: u64, reader: &mut JournalReader) -> Option<u64> {
+        match self {
+            Through::Seq(_) => None,
+            Through::Checking(progress) => match progress.wait_past(read_seq) {
+                Checked::Through(seq) => {
+                    reader.trust_through(seq);
+                    Some(seq)
+                }
+                Checked::End | Checked::Refused => None,
+            },
+        }
+    }
+}
+
 /// Inputs read and decoded by the reading thread, in journal order.
 struct Batch {
     inputs: Vec<Input>,
     /// Sequence number of the last record read for this batch.
     read_seq: u64,
-    /// Why reading stopped after these inputs: `Some(Ok)` at the end (`last_seq` or the
+    /// Why reading stopped after these inputs: `Some(Ok)` at the end (`last` or the
     /// journal's), `Some(Err)` at a record it could not read or decode, `None`: more follow.
     stop: Option<Result<(), AheadError>>,
 }
@@ -92,10 +128,11 @@ pub struct InputsAhead {
 }
 
 impl InputsAhead {
-    /// Inputs from the reader's next record through record `last_seq` (or the journal's end);
-    /// `read_seq` is the record before the reader's next. Starts the reading thread.
-    pub fn new(reader: JournalReader, read_seq: u64, last_seq: u64) -> InputsAhead {
-        InputsAhead::with_batch(reader, read_seq, last_seq, BATCH_INPUTS)
+    /// Inputs from the reader's next record through `last` (a record, or where a check
+    /// running beside ends) or the journal's end; `read_seq` is the record before the
+    /// reader's next. Starts the reading thread.
+    pub fn new(reader: JournalReader, read_seq: u64, last: impl Into<Through>) -> InputsAhead {
+        InputsAhead::with_batch(reader, read_seq, last, BATCH_INPUTS)
     }
 
     /// [`InputsAhead::new`] with batches of at most `batch_inputs` inputs (tests use small
@@ -103,10 +140,11 @@ impl InputsAhead {
     pub fn with_batch(
         reader: JournalReader,
         read_seq: u64,
-        last_seq: u64,
+        last: impl Into<Through>,
         batch_inputs: usize,
     ) -> InputsAhead {
         assert!(batch_inputs > 0);
+        let last = last.into();
         let (batch_tx, batches) = bounded(BATCHES_IN_FLIGHT);
         // In flight, in the caller's hand, and one being filled.
         let (empties, empty_rx) = crate::memory::buffer_pool(BATCHES_IN_FLIGHT + 2, batch_inputs);
@@ -118,7 +156,7 @@ impl InputsAhead {
                     empties: &empty_rx,
                     inputs_max: batch_inputs,
                 };
-                read_batches(reader, read_seq, last_seq, &batches)
+                read_batches(reader, read_seq, &last, &batches)
             })
             .expect("a thread for reading the journal");
         InputsAhead {
@@ -197,7 +235,7 @@ impl InputsAhead {
     /// Sequence number of the last record read (inputs and leader changes) as of the last
     /// batch received: up to a batch and [`LOOKAHEAD_INPUTS`] inputs (and the leader changes
     /// among them) past the last input handed out; once `next` has returned `None`, the last
-    /// record through `last_seq` (or the journal's end).
+    /// record through `last` (or the journal's end).
     pub fn read_seq(&self) -> u64 {
         self.read_seq
     }
@@ -223,12 +261,17 @@ struct Batches<'a> {
     inputs_max: usize,
 }
 
-/// The reading thread: records from `reader`'s next through `last_seq` or the journal's end,
+/// The reading thread: records from `reader`'s next through `last` or the journal's end,
 /// decoded into batches of at most `inputs_max` inputs, leader changes skipped. Stops at
 /// the end, at the first error, or when the other side has gone.
-fn read_batches(mut reader: JournalReader, mut read_seq: u64, last_seq: u64, batches: &Batches) {
+fn read_batches(mut reader: JournalReader, mut read_seq: u64, last: &Through, batches: &Batches) {
+    // As far as reading may go now (`last` extends it while a check runs beside).
+    let mut last_seq = match last {
+        Through::Seq(seq) => *seq,
+        Through::Checking(_) => read_seq,
+    };
     // Bounded: one batch per `inputs_max` records read (leader changes aside), and the
-    // records to `last_seq`.
+    // records to the end.
     loop {
         let Ok(mut inputs) = batches.empties.recv() else {
             return;
@@ -237,8 +280,13 @@ fn read_batches(mut reader: JournalReader, mut read_seq: u64, last_seq: u64, bat
         let mut stop = None;
         while inputs.len() < batches.inputs_max {
             if read_seq >= last_seq {
-                stop = Some(Ok(()));
-                break;
+                match last.extend(read_seq, &mut reader) {
+                    Some(seq) => last_seq = seq,
+                    None => {
+                        stop = Some(Ok(()));
+                        break;
+                    }
+                }
             }
             match read_one(&mut reader) {
                 Ok(Some((seq, input))) => {
