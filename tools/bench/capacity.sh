@@ -10,7 +10,9 @@
 #   BINS="/tmp/base target/release" tools/bench/capacity.sh
 #
 # Environment: ROUNDS=2, RATES="10000 100000", WINDOWS="2000:4 8000:16" (window:sessions; more
-# than 4 sessions adds accounts to the config), SECS=5, SETTLE=4, OUT=/tmp/bourse-capacity.
+# than 4 sessions adds accounts to the config), OPEN_SESSIONS=4 (the open-loop runs' sessions,
+# and the echo floor's connections beside its one-connection floor), SECS=5, SETTLE=4,
+# OUT=/tmp/bourse-capacity.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BINS=${BINS:-target/release}
@@ -18,6 +20,7 @@ ROUNDS=${ROUNDS:-2}
 RATES=${RATES:-"10000 100000"}
 WINDOWS=${WINDOWS:-"2000:4 8000:16"}
 SECS=${SECS:-5}
+OPEN_SESSIONS=${OPEN_SESSIONS:-4}
 OUT=${OUT:-/tmp/bourse-capacity}
 mkdir -p "$OUT"
 ECHO_BIN=$(echo "$BINS" | awk '{print $1}')
@@ -66,14 +69,20 @@ for round in $(seq "$ROUNDS"); do
   sleep 0.3
   ADDR=$(sed 's/.*echo=//' "$OUT/echo.addr")
   for rate in $RATES; do
-    echo "-- echo rate $rate $(uptime | sed 's/.*load/load/')"
-    "$ECHO_BIN/bourse-echo" client --connect "$ADDR" --rate "$rate" --duration "$SECS" 2>&1 \
-      | grep -E '^echo|round trip' || true
+    # One connection (the floor of earlier stops), and as many as the venue's open-loop run
+    # has sessions (each connection a batch touches is a read and a write on both sides):
+    # the latter is the like-for-like floor. Its line is `echoN round trip`.
+    for conns in 1 "$OPEN_SESSIONS"; do
+      echo "-- echo rate $rate, $conns connection(s) $(uptime | sed 's/.*load/load/')"
+      label=echo; [ "$conns" = 1 ] || label="echo$conns"
+      "$ECHO_BIN/bourse-echo" client --connect "$ADDR" --rate "$rate" --duration "$SECS" \
+        --connections "$conns" 2>&1 | grep -E '^echo|round trip' | sed "s/^echo round trip/$label round trip/" || true
+    done
   done
   kill "$ECHO"; wait "$ECHO" 2>/dev/null || true
   for bin in $BINS; do
     for rate in $RATES; do
-      run "$bin" "open-$rate" 4 --rate "$rate"
+      run "$bin" "open-$rate" "$OPEN_SESSIONS" --rate "$rate"
     done
     for spec in $WINDOWS; do
       run "$bin" "closed-${spec%%:*}" "${spec##*:}" --window "${spec%%:*}"

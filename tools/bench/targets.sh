@@ -61,7 +61,8 @@ done
 echo "issue 14.3, replay >= 5M/s with digests, >= 10M/s without:"
 sed 's/^/  /' "$OUT/replay.txt"
 echo "issue 14.6, >= 1M inputs/s closed loop; p50 at 100k/s within 1.5x of the echo floor:"
-awk '/^echo round trip/ {print "  echo floor: p50 " $5 ", p99 " $7}
+awk '/^echo round trip/ {print "  echo floor, 1 connection: p50 " $5 ", p99 " $7}
+     /^echo[0-9]+ round trip/ {print "  echo floor, " substr($1, 5) " connections (as the venue'"'"'s sessions): p50 " $5 ", p99 " $7}
      /^-- .*: open-/ {label = "open 100k"} /^-- .*: closed-/ {label = "closed 2000:4"}
      /^sent/ && label != "" {print "  " label ": " $0}
      /enter -> Accepted/ && label != "" {print "  " label ": p50 " $5 ", p99 " $7}' \

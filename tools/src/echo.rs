@@ -100,6 +100,10 @@ pub struct ClientOptions {
     pub size: usize,
     pub pace: Pace,
     pub busy_poll: bool,
+    /// Connections the messages are spread over, message `i` on connection `i % n`: the
+    /// venue's runs spread their orders over several sessions, and each connection a batch
+    /// touches is a read and a write of its own, on both sides.
+    pub connections: usize,
 }
 
 pub struct EchoReport {
@@ -142,11 +146,17 @@ impl EchoReport {
 pub fn run_client(options: &ClientOptions, stop: Arc<AtomicBool>) -> Result<EchoReport, String> {
     let size = options.size.clamp(8, 4096);
     let total = (options.rate as f64 * options.duration.as_secs_f64()) as usize;
-    let stream = TcpStream::connect(options.server)
-        .map_err(|e| format!("connect {}: {e}", options.server))?;
-    stream.set_nodelay(true).map_err(|e| e.to_string())?;
-    stream.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let read = stream.try_clone().map_err(|e| e.to_string())?;
+    let connections = options.connections.clamp(1, CONNECTIONS_MAX);
+    let mut streams = Vec::with_capacity(connections);
+    let mut reads = Vec::with_capacity(connections);
+    for _ in 0..connections {
+        let stream = TcpStream::connect(options.server)
+            .map_err(|e| format!("connect {}: {e}", options.server))?;
+        stream.set_nodelay(true).map_err(|e| e.to_string())?;
+        stream.set_nonblocking(true).map_err(|e| e.to_string())?;
+        reads.push(stream.try_clone().map_err(|e| e.to_string())?);
+        streams.push(stream);
+    }
     let intended: Arc<Vec<AtomicU64>> = Arc::new((0..total).map(|_| AtomicU64::new(0)).collect());
     let written: Arc<Vec<AtomicU64>> = Arc::new((0..total).map(|_| AtomicU64::new(0)).collect());
     let clock = Clock::new();
@@ -162,7 +172,7 @@ pub fn run_client(options: &ClientOptions, stop: Arc<AtomicBool>) -> Result<Echo
         let busy = options.busy_poll;
         std::thread::spawn(move || {
             receive(
-                read,
+                reads,
                 size,
                 &intended,
                 &written,
@@ -178,10 +188,12 @@ pub fn run_client(options: &ClientOptions, stop: Arc<AtomicBool>) -> Result<Echo
     }
     let interval = 1e9 / options.rate.max(1) as f64;
     let t0 = clock.now_ns();
-    let mut stream = stream;
     // Like the load generator: one write per message when on schedule; when behind, up to
-    // 64 messages per write.
-    let mut out: Vec<u8> = Vec::with_capacity(size * 64);
+    // 64 messages per write, each connection's messages in one write.
+    let mut outs: Vec<Vec<u8>> = (0..connections)
+        .map(|_| Vec::with_capacity(size * 64))
+        .collect();
+    let mut batch = 0usize;
     let mut sent = 0usize;
     while sent < total && !stop.load(Ordering::Relaxed) {
         let due = t0 + (sent as f64 * interval) as u64;
@@ -189,19 +201,19 @@ pub fn run_client(options: &ClientOptions, stop: Arc<AtomicBool>) -> Result<Echo
         let now = clock.now_ns();
         intended[sent].store(due + 1, Ordering::Release);
         written[sent].store(now + 1, Ordering::Release);
+        let out = &mut outs[sent % connections];
         let at = out.len();
         out.resize(at + size, 0);
         out[at..at + 8].copy_from_slice(&(sent as u64).to_be_bytes());
         sent += 1;
+        batch += 1;
         let next_due = t0 + (sent as f64 * interval) as u64;
-        if out.len() >= size * 64 || clock.now_ns() < next_due || sent == total {
-            write_all_spin(&mut stream, &out).map_err(|e| format!("write: {e}"))?;
-            out.clear();
+        if batch >= 64 || clock.now_ns() < next_due || sent == total {
+            flush_all(&mut streams, &mut outs)?;
+            batch = 0;
         }
     }
-    if !out.is_empty() {
-        write_all_spin(&mut stream, &out).map_err(|e| format!("write: {e}"))?;
-    }
+    flush_all(&mut streams, &mut outs)?;
     let seconds = (clock.now_ns() - t0) as f64 / 1e9;
     sent_count.store(sent as u64, Ordering::Release);
     done.store(true, Ordering::Release);
@@ -215,11 +227,32 @@ pub fn run_client(options: &ClientOptions, stop: Arc<AtomicBool>) -> Result<Echo
     })
 }
 
+/// Connections one client opens at most.
+const CONNECTIONS_MAX: usize = 64;
+
+/// Write out every connection's waiting messages.
+fn flush_all(streams: &mut [TcpStream], outs: &mut [Vec<u8>]) -> Result<(), String> {
+    for (stream, out) in streams.iter_mut().zip(outs.iter_mut()) {
+        if !out.is_empty() {
+            write_all_spin(stream, out).map_err(|e| format!("write: {e}"))?;
+            out.clear();
+        }
+    }
+    Ok(())
+}
+
 type Received = Result<(Histogram<u64>, Histogram<u64>, u64), String>;
+
+/// One connection's end on the receiving thread: bytes of a message not yet whole.
+struct Inbound {
+    stream: mio::net::TcpStream,
+    buf: Vec<u8>,
+    have: usize,
+}
 
 #[allow(clippy::too_many_arguments)]
 fn receive(
-    read: TcpStream,
+    reads: Vec<TcpStream>,
     size: usize,
     intended: &[AtomicU64],
     written: &[AtomicU64],
@@ -231,18 +264,24 @@ fn receive(
     let mut h_intended = latency::histogram();
     let mut h_service = latency::histogram();
     let mut poll = Poll::new().map_err(|e| e.to_string())?;
-    let mut stream = mio::net::TcpStream::from_std(read);
-    poll.registry()
-        .register(&mut stream, Token(0), Interest::READABLE)
-        .map_err(|e| e.to_string())?;
-    let mut events = Events::with_capacity(4);
+    let mut inbound = Vec::with_capacity(reads.len());
+    for (k, read) in reads.into_iter().enumerate() {
+        let mut stream = mio::net::TcpStream::from_std(read);
+        poll.registry()
+            .register(&mut stream, Token(k), Interest::READABLE)
+            .map_err(|e| e.to_string())?;
+        inbound.push(Inbound {
+            stream,
+            buf: vec![0u8; 64 << 10],
+            have: 0,
+        });
+    }
+    let mut events = Events::with_capacity(CONNECTIONS_MAX);
     let timeout = Some(if busy {
         Duration::ZERO
     } else {
         Duration::from_millis(20)
     });
-    let mut buf = vec![0u8; 64 << 10];
-    let mut have = 0usize;
     let mut received = 0u64;
     let mut drain_deadline: Option<u64> = None;
     loop {
@@ -261,32 +300,39 @@ fn receive(
         {
             return Err(e.to_string());
         }
-        loop {
-            match stream.read(&mut buf[have..]) {
-                Ok(0) => return Err("the echo server closed the connection".into()),
-                Ok(n) => {
-                    let now = clock.now_ns();
-                    have += n;
-                    let whole = have / size * size;
-                    for frame in buf[..whole].chunks_exact(size) {
-                        let i =
-                            u64::from_be_bytes(frame[..8].try_into().expect("8 bytes")) as usize;
-                        if let Some(t) = intended.get(i) {
-                            latency::record(
-                                &mut h_intended,
-                                now.saturating_sub(t.load(Ordering::Acquire) - 1),
-                            );
-                            let w = written[i].load(Ordering::Acquire);
-                            latency::record(&mut h_service, now.saturating_sub(w - 1));
+        for event in events.iter() {
+            let Some(connection) = inbound.get_mut(event.token().0) else {
+                continue;
+            };
+            // Bounded: each read takes at least a byte of what the server has echoed.
+            loop {
+                let Inbound { stream, buf, have } = &mut *connection;
+                match stream.read(&mut buf[*have..]) {
+                    Ok(0) => return Err("the echo server closed the connection".into()),
+                    Ok(n) => {
+                        let now = clock.now_ns();
+                        *have += n;
+                        let whole = *have / size * size;
+                        for frame in buf[..whole].chunks_exact(size) {
+                            let i = u64::from_be_bytes(frame[..8].try_into().expect("8 bytes"))
+                                as usize;
+                            if let Some(t) = intended.get(i) {
+                                latency::record(
+                                    &mut h_intended,
+                                    now.saturating_sub(t.load(Ordering::Acquire) - 1),
+                                );
+                                let w = written[i].load(Ordering::Acquire);
+                                latency::record(&mut h_service, now.saturating_sub(w - 1));
+                            }
+                            received += 1;
                         }
-                        received += 1;
+                        buf.copy_within(whole..*have, 0);
+                        *have -= whole;
                     }
-                    buf.copy_within(whole..have, 0);
-                    have -= whole;
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e.to_string()),
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.to_string()),
             }
         }
     }
@@ -298,7 +344,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn echo_round_trips_are_measured() {
+    fn echo_round_trips_are_measured_over_one_or_several_connections() {
+        for connections in [1, 4] {
+            round_trips_over(connections);
+        }
+    }
+
+    fn round_trips_over(connections: usize) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
@@ -314,6 +366,7 @@ mod tests {
                 size: 52,
                 pace: Pace::Sleep,
                 busy_poll: false,
+                connections,
             },
             Arc::new(AtomicBool::new(false)),
         )

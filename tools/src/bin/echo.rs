@@ -46,6 +46,10 @@ enum Cmd {
         /// Busy-poll the socket instead of sleeping in epoll.
         #[arg(long)]
         busy_poll: bool,
+        /// Spread the messages over this many connections (message i on connection i % N),
+        /// as the load generator spreads orders over its sessions (at most 64).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+        connections: u16,
         /// Write the full percentile distribution here.
         #[arg(long)]
         hist: Option<PathBuf>,
@@ -75,6 +79,7 @@ fn main() -> ExitCode {
             size,
             pace,
             busy_poll,
+            connections,
             hist,
         } => {
             let options = ClientOptions {
@@ -84,6 +89,7 @@ fn main() -> ExitCode {
                 size,
                 pace,
                 busy_poll,
+                connections: usize::from(connections),
             };
             echo::run_client(&options, stop).and_then(|report| {
                 print!("{}", report.summary());
