@@ -642,9 +642,11 @@ mod tests {
     use super::*;
     use crate::exchange::{Limits, Venue};
     use crate::journal::JournalWriter;
+    use crate::journal::alongside::ScanProgress;
     use crate::sequencer::record::{KIND_ADMIN, KIND_OUCH, KIND_TICK, encode_admin, encode_ouch};
     use crate::types::{Alpha, Firm, Price, Shares};
     use crate::wire::ouch::{EnterOrder, Inbound};
+    use std::sync::Arc;
 
     /// Journal the same inputs, with leader changes (a cluster's) around them or not.
     fn journal(dir: &Path, leader_changes: bool) {
@@ -875,24 +877,23 @@ mod tests {
 
     /// A full replay checks the journal beside its apply (`JournalCheck::Alongside`); what it
     /// answers is still the check's: a refusal the check reaches only at the journal's end
-    /// (the last record, acknowledged, fails its checksum: damage, not a torn tail), where
-    /// the reading sees a clean end and would replay every record before it.
+    /// (the last record, acknowledged, fails its checksum: damage, not a torn tail). The
+    /// reading, bounded by the check, stops short of it and reports no error of its own; a
+    /// replay that ignored the verdict would answer with the records before it.
     #[test]
     fn a_refusal_the_check_reaches_at_the_end_is_the_replays_answer() {
         let temp = tempfile::tempdir().unwrap();
-        // 20,000 orders over several 1-MiB segments: the check reports its progress a few
-        // times before it reaches the damage.
+        // 20,000 orders over 1-MiB segments: the check reports its progress a few times
+        // before it reaches the damage, and crosses a segment's end.
         journal_of(temp.path(), false, 20_000, None);
         let whole = replay(temp.path(), None, |_| {}).unwrap();
         assert_eq!(whole.inputs, 20_003);
-        let files = segment_files(temp.path());
-        assert!(files.len() >= 2, "{files:?}");
-        let last_with_data = files
-            .iter()
-            .rev()
-            .find(|f| std::fs::read(f).unwrap().iter().any(|&b| b != 0))
-            .unwrap();
-        flip(last_with_data, None);
+        let with_data: Vec<_> = segment_files(temp.path())
+            .into_iter()
+            .filter(|f| std::fs::read(f).unwrap().iter().any(|&b| b != 0))
+            .collect();
+        assert!(with_data.len() >= 2, "{with_data:?}");
+        flip(with_data.last().unwrap(), None);
         let refusal = crate::journal::verify(temp.path()).unwrap_err().to_string();
         assert!(refusal.contains("durable"), "{refusal}");
         for options in [
@@ -910,21 +911,52 @@ mod tests {
         }
     }
 
-    /// A record damaged far into the day: the replay stops where the check does and answers
-    /// with its refusal (the reading never reads a record the check has not passed).
+    /// A record damaged far into the day: the replay answers with the check's refusal.
     #[test]
     fn a_checksum_failure_mid_journal_refuses_the_replay_as_the_check_does() {
         let temp = tempfile::tempdir().unwrap();
         journal_of(temp.path(), true, 20_000, None);
         let files = segment_files(temp.path());
-        // Inside a record of the second segment (past its 4-KiB header), valid records after it.
+        // Inside a record of the second segment (a byte its checksum covers, today: the
+        // assertion below says if a layout change moves it), valid records after it.
         flip(&files[1], Some(300_000));
         let refusal = crate::journal::verify(temp.path()).unwrap_err().to_string();
+        assert!(refusal.contains("checksum"), "{refusal}");
         match replay(temp.path(), None, |_| {}) {
             Err(ReplayError::Journal(e)) => assert_eq!(e.to_string(), refusal),
             Err(other) => panic!("another error: {other}"),
             Ok(report) => panic!("replayed {} inputs of a refused journal", report.inputs),
         }
+    }
+
+    /// Bounded by a check running beside, the reading takes only the records it has passed,
+    /// and stops without an error of its own when it refuses (its error is the replay's).
+    #[test]
+    fn reading_beside_a_check_never_passes_it() {
+        let temp = tempfile::tempdir().unwrap();
+        journal_of(temp.path(), false, 3_000, None);
+        let progress = Arc::new(ScanProgress::new());
+        progress.advance(1_000);
+        let reader = JournalReader::open(temp.path(), 1).unwrap();
+        let through = Through::Checking(Arc::clone(&progress));
+        let mut ahead = InputsAhead::with_batch(reader, 0, through, SMALL_BATCH);
+        let hints = Hints::default();
+        // Records 1..=1000 (the start of day and 999 orders) are read; the reading then
+        // waits. The first 993 are handed out at once (each with the 7 after it in hand).
+        let mut seqs: Vec<u64> = (0..993)
+            .map(|_| ahead.next(&hints).unwrap().unwrap().seq)
+            .collect();
+        assert_eq!(seqs.last(), Some(&993));
+        progress.conclude(None);
+        while let Some(input) = ahead.next(&hints).unwrap() {
+            seqs.push(input.seq);
+        }
+        assert_eq!(
+            seqs,
+            (1..=1_000).collect::<Vec<_>>(),
+            "nothing past the check"
+        );
+        assert_eq!(ahead.read_seq(), 1_000);
     }
 
     /// Dropped before its end, the reader stops its thread and waits for it: once the drop

@@ -187,7 +187,7 @@ pub(crate) fn scan_journal(
 
 /// [`scan_journal`] with `vouched_seq` (0: none). `Ok(None)`: the records before
 /// `vouched_seq` are not as a snapshot after it needs (only with `vouched_seq` > 0). With
-/// `progress`, each record checked is reported (every [`PROGRESS_EVERY_RECORDS`]).
+/// `progress`, how far the records are checked is reported every [`PROGRESS_EVERY_RECORDS`].
 fn scan_segments(
     dir: &Path,
     sync_files: bool,
@@ -613,8 +613,6 @@ struct SegmentEnd {
     last_timestamp: Timestamp,
 }
 
-/// Check one segment's records; `expected_seq` is the sequence number of its first record.
-/// Records before `vouched_seq` are walked without their checksums (see the module docs).
 /// How one segment's records are walked.
 struct Walk<'a> {
     /// The sequence number its first record must have.
@@ -627,6 +625,9 @@ struct Walk<'a> {
     progress: Option<&'a ScanProgress>,
 }
 
+/// Check one segment's records; `walk.expected_seq` is the sequence number of its first
+/// record. Records before `walk.vouched_seq` are walked without their checksums (see the
+/// module docs).
 fn scan_segment(
     path: &Path,
     map: SharedBytes,

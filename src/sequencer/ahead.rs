@@ -10,10 +10,9 @@
 //! verified first, or its check runs beside and bounds the reading: [`Through::Checking`]).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use crossbeam::channel::{Receiver, Sender, bounded};
-
-use std::sync::Arc;
 
 use super::record::{self, KIND_NOOP, RecordError};
 use crate::exchange::{Exchange, Input};
@@ -81,6 +80,14 @@ impl From<u64> for Through {
 }
 
 impl Through {
+    /// Whether extending past `read_seq` would wait for the check.
+    fn would_wait(&self, read_seq: u64) -> bool {
+        match self {
+            Through::Seq(_) => false,
+            Through::Checking(progress) => progress.would_wait(read_seq),
+        }
+    }
+
     /// The reading is at `read_seq`, the last record it may read so far: how far it may
     /// read on, or `None` to stop.
     fn extend(&self, read_seq: u64, reader: &mut JournalReader) -> Option<u64> {
@@ -280,6 +287,9 @@ fn read_batches(mut reader: JournalReader, mut read_seq: u64, last: &Through, ba
         let mut stop = None;
         while inputs.len() < batches.inputs_max {
             if read_seq >= last_seq {
+                if !inputs.is_empty() && last.would_wait(read_seq) {
+                    break; // what is read goes over before the wait for the check
+                }
                 match last.extend(read_seq, &mut reader) {
                     Some(seq) => last_seq = seq,
                     None => {
