@@ -875,6 +875,15 @@ mod tests {
         std::fs::write(file, bytes).unwrap();
     }
 
+    /// The replay refused the journal with exactly the check's error.
+    fn assert_refused(replayed: Result<ReplayReport, ReplayError>, refusal: &str) {
+        match replayed {
+            Err(ReplayError::Journal(e)) => assert_eq!(e.to_string(), refusal),
+            Err(other) => panic!("another error: {other}"),
+            Ok(report) => panic!("replayed {} inputs of a refused journal", report.inputs),
+        }
+    }
+
     /// A full replay checks the journal beside its apply (`JournalCheck::Alongside`); what it
     /// answers is still the check's: a refusal the check reaches only at the journal's end
     /// (the last record, acknowledged, fails its checksum: damage, not a torn tail). The
@@ -903,11 +912,7 @@ mod tests {
                 ..ReplayOptions::default()
             },
         ] {
-            match replay_with(temp.path(), options, |_| {}) {
-                Err(ReplayError::Journal(e)) => assert_eq!(e.to_string(), refusal),
-                Err(other) => panic!("another error: {other}"),
-                Ok(report) => panic!("replayed {} inputs of a refused journal", report.inputs),
-            }
+            assert_refused(replay_with(temp.path(), options, |_| {}), &refusal);
         }
     }
 
@@ -922,11 +927,7 @@ mod tests {
         flip(&files[1], Some(300_000));
         let refusal = crate::journal::verify(temp.path()).unwrap_err().to_string();
         assert!(refusal.contains("checksum"), "{refusal}");
-        match replay(temp.path(), None, |_| {}) {
-            Err(ReplayError::Journal(e)) => assert_eq!(e.to_string(), refusal),
-            Err(other) => panic!("another error: {other}"),
-            Ok(report) => panic!("replayed {} inputs of a refused journal", report.inputs),
-        }
+        assert_refused(replay(temp.path(), None, |_| {}), &refusal);
     }
 
     /// Bounded by a check running beside, the reading takes only the records it has passed,
