@@ -643,6 +643,7 @@ mod tests {
     use crate::exchange::{Limits, Venue};
     use crate::journal::JournalWriter;
     use crate::journal::alongside::ScanProgress;
+    use crate::journal::segment::list_segments;
     use crate::sequencer::record::{KIND_ADMIN, KIND_OUCH, KIND_TICK, encode_admin, encode_ouch};
     use crate::types::{Alpha, Firm, Price, Shares};
     use crate::wire::ouch::{EnterOrder, Inbound};
@@ -856,17 +857,6 @@ mod tests {
         );
     }
 
-    /// The journal's segment files, in order.
-    fn segment_files(dir: &Path) -> Vec<std::path::PathBuf> {
-        let mut files: Vec<_> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "seg"))
-            .collect();
-        files.sort();
-        files
-    }
-
     /// Flip every bit of the byte at `at` of `file`, or of its last non-zero byte.
     fn flip(file: &Path, at: Option<usize>) {
         let mut bytes = std::fs::read(file).unwrap();
@@ -897,8 +887,10 @@ mod tests {
         journal_of(temp.path(), false, 20_000, None);
         let whole = replay(temp.path(), None, |_| {}).unwrap();
         assert_eq!(whole.inputs, 20_003);
-        let with_data: Vec<_> = segment_files(temp.path())
+        let with_data: Vec<_> = list_segments(temp.path())
+            .unwrap()
             .into_iter()
+            .map(|(_, path)| path)
             .filter(|f| std::fs::read(f).unwrap().iter().any(|&b| b != 0))
             .collect();
         assert!(with_data.len() >= 2, "{with_data:?}");
@@ -921,10 +913,10 @@ mod tests {
     fn a_checksum_failure_mid_journal_refuses_the_replay_as_the_check_does() {
         let temp = tempfile::tempdir().unwrap();
         journal_of(temp.path(), true, 20_000, None);
-        let files = segment_files(temp.path());
+        let files = list_segments(temp.path()).unwrap();
         // Inside a record of the second segment (a byte its checksum covers, today: the
         // assertion below says if a layout change moves it), valid records after it.
-        flip(&files[1], Some(300_000));
+        flip(&files[1].1, Some(300_000));
         let refusal = crate::journal::verify(temp.path()).unwrap_err().to_string();
         assert!(refusal.contains("checksum"), "{refusal}");
         assert_refused(replay(temp.path(), None, |_| {}), &refusal);

@@ -39,6 +39,13 @@ struct Progress {
     passed: Option<bool>,
 }
 
+impl Progress {
+    /// A reader at record `seq` has to wait: nothing past it is checked, and the check runs.
+    fn holds(&self, seq: u64) -> bool {
+        self.checked_through <= seq && self.passed.is_none()
+    }
+}
+
 /// What a reader at some record may do next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Checked {
@@ -95,7 +102,7 @@ impl ScanProgress {
         let state = self.lock();
         let state = self
             .changed
-            .wait_while(state, |s| s.checked_through <= seq && s.passed.is_none())
+            .wait_while(state, |s| s.holds(seq))
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         match (state.checked_through > seq, state.passed) {
             (_, Some(false)) => Checked::Refused,
@@ -106,8 +113,7 @@ impl ScanProgress {
 
     /// Whether [`Self::wait_past`] of `seq` would wait now.
     pub fn would_wait(&self, seq: u64) -> bool {
-        let state = self.lock();
-        state.checked_through <= seq && state.passed.is_none()
+        self.lock().holds(seq)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {

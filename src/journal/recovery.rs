@@ -131,7 +131,11 @@ pub fn verify(dir: &Path) -> Result<RecoveryReport, JournalError> {
 /// module docs). Falls back to the full check, whose report and refusals it then gives,
 /// whenever it cannot vouch for them; `vouched_through` says which it was.
 pub fn verify_vouched(dir: &Path, vouched_seq: u64) -> Result<RecoveryReport, JournalError> {
-    let scan = scan_journal(dir, false, false, vouched_seq)?;
+    verified(dir, scan_journal(dir, false, false, vouched_seq)?)
+}
+
+/// A scan's report, or the refusal of a journal without a single segment header.
+fn verified(dir: &Path, scan: JournalScan) -> Result<RecoveryReport, JournalError> {
     if scan.tail.is_none() {
         return Err(JournalError::EmptyJournal {
             path: dir.to_path_buf(),
@@ -147,13 +151,7 @@ pub(crate) fn verify_reporting(
     progress: &ScanProgress,
 ) -> Result<RecoveryReport, JournalError> {
     let scan = scan_segments(dir, false, false, 0, Some(progress))?;
-    let scan = scan.expect("a full scan concludes or refuses");
-    if scan.tail.is_none() {
-        return Err(JournalError::EmptyJournal {
-            path: dir.to_path_buf(),
-        });
-    }
-    Ok(scan.report)
+    verified(dir, scan.expect("a full scan concludes or refuses"))
 }
 
 /// Scan every segment. `sync_files` fsyncs each segment as it goes (the writer does, so the
