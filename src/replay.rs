@@ -908,6 +908,42 @@ mod tests {
         }
     }
 
+    /// A machine crash can keep a segment's successor and lose the seal before it: the
+    /// journal is whole (the next header's first sequence number proves no record missing),
+    /// `verify` accepts it, and a read-only replay must go on into the next segment, not end
+    /// the day there and call it complete.
+    #[test]
+    fn a_missing_seal_the_next_header_vouches_for_is_crossed_not_the_end() {
+        let temp = tempfile::tempdir().unwrap();
+        journal_of(temp.path(), true, 20_000, None);
+        let whole = replay(temp.path(), None, |_| {}).unwrap();
+        let files = list_segments(temp.path()).unwrap();
+        let mut first = std::fs::read(&files[0].1).unwrap();
+        let seal_at = first.iter().rposition(|&b| b != 0).unwrap() / 8 * 8;
+        first[seal_at..seal_at + 8].fill(0);
+        std::fs::write(&files[0].1, first).unwrap();
+        let checked = crate::journal::verify(temp.path()).unwrap();
+        assert_eq!(
+            checked.missing_seals, 1,
+            "the seal, not a record, was zeroed"
+        );
+        for options in [
+            ReplayOptions::default(),
+            ReplayOptions {
+                no_digest: true,
+                ..ReplayOptions::default()
+            },
+        ] {
+            let unsealed = replay_with(temp.path(), options, |_| {}).unwrap();
+            assert_eq!(
+                (unsealed.inputs, unsealed.last_seq),
+                (whole.inputs, whole.last_seq)
+            );
+        }
+        let unsealed = replay(temp.path(), None, |_| {}).unwrap();
+        assert_eq!(unsealed.digest_lines(), whole.digest_lines());
+    }
+
     /// A record damaged far into the day: the replay answers with the check's refusal.
     #[test]
     fn a_checksum_failure_mid_journal_refuses_the_replay_as_the_check_does() {

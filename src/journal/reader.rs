@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use memmap2::{Advice, MmapOptions, MmapRaw};
 
 use super::JournalError;
-use super::record::{Record, SEAL_BYTES, Slot, read_slot_checked};
+use super::record::{Record, SEAL_BYTES, Slot, read_slot_checked, record_span_bytes};
+use super::recovery::first_nonzero;
 use super::segment::{
     HEADER_BYTES, HeaderState, SegmentHeader, corrupt, list_segments, segment_path,
 };
@@ -54,7 +55,9 @@ impl Mapped {
 
 /// Reads records in sequence order. At the live end `next` returns `Ok(None)` ("nothing
 /// yet"); calling it again later picks up what the writer appended since, including new
-/// segments. Do not run a reader while a journal is being recovered or truncated.
+/// segments, and crosses a seal a machine crash lost (as `verify` accepts it). A hole in the
+/// middle of a damaged journal can look like its end here: [`super::verify`] is the check.
+/// Do not run a reader while a journal is being recovered or truncated.
 pub struct JournalReader {
     dir: PathBuf,
     segment: ReadSegment,
@@ -203,7 +206,11 @@ impl JournalReader {
                 segment.header.max_payload_bytes,
                 check_crc,
             ) {
-                Slot::End => return Ok(None),
+                Slot::End => {
+                    if !self.cross_lost_seal()? {
+                        return Ok(None);
+                    }
+                }
                 Slot::Seal => {
                     if !self.enter_next_segment()? {
                         return Ok(None);
@@ -253,32 +260,78 @@ impl JournalReader {
     /// After a seal: move to the next segment once its header is published. `Ok(false)` means
     /// "not yet" (the writer is between sealing and publishing, or recreating it).
     fn enter_next_segment(&mut self) -> Result<bool, JournalError> {
+        let Some(header) = self.next_header()? else {
+            return Ok(false);
+        };
+        self.enter_pending(header)?;
+        Ok(true)
+    }
+
+    /// At the end of data where the next record might not have fit: if the next segment's
+    /// header is published, the writer rotated here (it seals first, then publishes) and a
+    /// machine crash lost the seal. As for `verify`, the header's first sequence number then
+    /// proves no record missing, and nothing may follow in this segment. `Ok(true)`: entered
+    /// the next segment, or the seal is there now (read the slot again).
+    fn cross_lost_seal(&mut self) -> Result<bool, JournalError> {
+        let (bytes, header) = (self.segment.bytes, self.segment.header);
+        let room_bytes = header.segment_bytes - self.offset_bytes;
+        let rotates_below_bytes = record_span_bytes(header.max_payload_bytes as u64) + SEAL_BYTES;
+        if room_bytes >= rotates_below_bytes {
+            // Any record fits: the writer cannot have rotated here. The live (or last) end.
+            return Ok(false);
+        }
+        let Some(next) = self.next_header()? else {
+            // Not kept: a restarted writer replaces a blank spare with a new file, which a
+            // kept mapping of the old one would never see published.
+            self.pending = None;
+            return Ok(false);
+        };
+        // The header was loaded with Acquire after the writer's seal store, if it made one.
+        match read_slot_checked(bytes, self.offset_bytes, header.max_payload_bytes, false) {
+            Slot::End => {}
+            _ => return Ok(true),
+        }
+        if first_nonzero(bytes, self.offset_bytes).is_some() {
+            let reason = "data after the end of a segment that a later segment follows";
+            return Err(corrupt(&self.segment.path, self.offset_bytes, reason));
+        }
+        self.enter_pending(next)?;
+        Ok(true)
+    }
+
+    /// The next segment's header once it is published (its file mapped into `pending`).
+    fn next_header(&mut self) -> Result<Option<SegmentHeader>, JournalError> {
         let next_index = self.segment.header.segment_index + 1;
         if self.pending.is_none() {
             let path = segment_path(&self.dir, next_index);
             match map_file(&path)? {
                 Some(map) => self.pending = Some((path, map)),
-                None => return Ok(false),
+                None => return Ok(None),
             }
         }
         let (path, mapped) = self.pending.as_ref().expect("mapped above");
         let header = match SegmentHeader::load_published(path, mapped.bytes)? {
-            HeaderState::Blank => return Ok(false),
+            HeaderState::Blank => return Ok(None),
             HeaderState::Valid(header) => header,
         };
         if header.segment_bytes != mapped.bytes.len() as u64 {
             // Mapped while the file was still being sized: map it again next time.
             self.pending = None;
-            return Ok(false);
+            return Ok(None);
         }
+        Ok(Some(header))
+    }
+
+    /// Continue in the pending segment, whose published header is `header`.
+    fn enter_pending(&mut self, header: SegmentHeader) -> Result<(), JournalError> {
+        let (path, mapped) = self.pending.take().expect("a published next segment");
         check_next_header(
-            path,
+            &path,
             &header,
             &self.segment.header,
-            next_index,
+            self.segment.header.segment_index + 1,
             self.next_seq,
         )?;
-        let (path, mapped) = self.pending.take().expect("checked above");
         self.segment = ReadSegment {
             path,
             header,
@@ -286,7 +339,7 @@ impl JournalReader {
             _map: mapped.map,
         };
         self.offset_bytes = HEADER_BYTES;
-        Ok(true)
+        Ok(())
     }
 }
 

@@ -769,8 +769,10 @@ fn unpublished<'a>(map: SharedBytes, from_bytes: u64) -> &'a [u8] {
     let from = from_bytes as usize;
     // SAFETY: recovery and `verify` read a journal no writer of this process appends to: the
     // writer's own recovery runs before it appends, and the scan ends before the storage is
-    // unmapped (callers drop the slice with the scan). A writer in another process is outside
-    // this process's memory model (shared memory), as for any mapping.
+    // unmapped (callers drop the slice with the scan). The tailing reader scans only a
+    // segment whose successor is published, which its writer never writes again. A writer in
+    // another process is outside this process's memory model (shared memory), as for any
+    // mapping.
     unsafe { map.slice(from, map.len() - from) }
 }
 
@@ -786,7 +788,7 @@ fn all_zero(chunk: &[u8]) -> bool {
 }
 
 /// Offset of the first non-zero byte at or after `from_bytes`.
-fn first_nonzero(map: SharedBytes, from_bytes: u64) -> Option<u64> {
+pub(super) fn first_nonzero(map: SharedBytes, from_bytes: u64) -> Option<u64> {
     let from = from_bytes as usize;
     let chunks = unpublished(map, from_bytes).chunks(ZERO_SCAN_CHUNK_BYTES);
     for (chunk_index, chunk) in chunks.enumerate() {

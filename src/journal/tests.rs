@@ -1113,6 +1113,12 @@ fn missing_seal_before_a_later_segment_is_written_back() {
     let verified = verify(&dir).expect("a missing seal alone is not corruption");
     assert_eq!(verified.missing_seals, 1);
     assert_eq!(verified.last_seq, report.last_seq);
+    // A read-only reader (replay, the inspector) goes on into the next segment.
+    assert_eq!(
+        check_all(&dir, 1),
+        report.last_seq,
+        "read across the lost seal"
+    );
     let (writer, recovered) = open(&dir);
     assert_eq!(recovered.missing_seals, 1);
     drop(writer);
@@ -1128,6 +1134,34 @@ fn missing_seal_before_a_later_segment_is_written_back() {
     );
     let error = verify(&dir).expect_err("hole");
     assert!(matches!(error, JournalError::Gap { .. }), "{error}");
+}
+
+/// The error a reader from the start stops with.
+fn read_error(dir: &Path) -> String {
+    let mut reader = JournalReader::open(dir, 1).expect("open reader");
+    for _ in 0..10_000_000u64 {
+        match reader.next() {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("read to the end without an error"),
+            Err(error) => return error.to_string(),
+        }
+    }
+    panic!("no end")
+}
+
+/// A lost seal with a record after it: the successor's header does not vouch for that.
+#[test]
+fn data_after_a_lost_seal_stops_the_reader_as_it_stops_verify() {
+    let temp = TempDir::new("seal-data");
+    let dir = temp.journal();
+    write_journal(&dir, 300);
+    let first = segment_path(&dir, 1);
+    let seal_bytes = data_end(&first) - 8;
+    patch(&first, seal_bytes, &[0; 8]);
+    let file_bytes = std::fs::metadata(&first).expect("stat").len();
+    patch(&first, file_bytes - 1, &[0xab]);
+    let error = verify(&dir).expect_err("data after the end");
+    assert_eq!(read_error(&dir), error.to_string());
 }
 
 #[test]
