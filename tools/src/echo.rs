@@ -19,11 +19,18 @@ pub enum ServerMode {
     Blocking,
     /// Non-blocking reads in a tight loop: burns a core per connection, lowest latency.
     Busy,
+    /// One thread for every connection, an edge-triggered poll: each turn reads every
+    /// readable connection, then writes each one's bytes back, as the venue's event loop
+    /// does (a diagnostic beside the floor: what one thread over N sockets costs).
+    Loop,
 }
 
-/// Serve echo on `listener` until `stop`: one thread per connection.
+/// Serve echo on `listener` until `stop`: one thread per connection (or one in all).
 pub fn serve(listener: TcpListener, mode: ServerMode, stop: Arc<AtomicBool>) -> io::Result<()> {
     listener.set_nonblocking(true)?;
+    if mode == ServerMode::Loop {
+        return serve_loop(listener, &stop);
+    }
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((stream, _)) => {
@@ -41,11 +48,82 @@ pub fn serve(listener: TcpListener, mode: ServerMode, stop: Arc<AtomicBool>) -> 
     Ok(())
 }
 
+/// Connections one looping server takes (a diagnostic tool's bound).
+const LOOP_CONNECTIONS_MAX: usize = 64;
+
+fn serve_loop(listener: TcpListener, stop: &AtomicBool) -> io::Result<()> {
+    const LISTENER: Token = Token(usize::MAX);
+    let mut poll = Poll::new()?;
+    let mut listener = mio::net::TcpListener::from_std(listener);
+    poll.registry()
+        .register(&mut listener, LISTENER, Interest::READABLE)?;
+    let mut conns: Vec<(mio::net::TcpStream, Vec<u8>)> = Vec::new();
+    let mut events = Events::with_capacity(LOOP_CONNECTIONS_MAX + 1);
+    let mut readable = Vec::with_capacity(LOOP_CONNECTIONS_MAX);
+    while !stop.load(Ordering::Relaxed) {
+        match poll.poll(&mut events, Some(Duration::from_millis(200))) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            result => result?,
+        }
+        readable.clear();
+        for event in &events {
+            if event.token() == LISTENER {
+                while let Ok((stream, _)) = listener.accept() {
+                    if conns.len() == LOOP_CONNECTIONS_MAX {
+                        continue; // dropped: closed
+                    }
+                    let mut stream = stream;
+                    stream.set_nodelay(true)?;
+                    let token = Token(conns.len());
+                    poll.registry()
+                        .register(&mut stream, token, Interest::READABLE)?;
+                    conns.push((stream, Vec::with_capacity(64 << 10)));
+                }
+            } else {
+                readable.push(event.token().0);
+            }
+        }
+        // Read every readable connection, then write each one back: one read and one write
+        // per connection per turn, as the venue's loop.
+        for &index in &readable {
+            let (stream, buf) = &mut conns[index];
+            read_available(stream, buf)?;
+        }
+        for &index in &readable {
+            let (stream, buf) = &mut conns[index];
+            write_all_spin(stream, buf)?;
+            buf.clear();
+        }
+    }
+    Ok(())
+}
+
+/// Read what the socket holds into `buf` (at most 16 MiB a turn).
+fn read_available(stream: &mut mio::net::TcpStream, buf: &mut Vec<u8>) -> io::Result<()> {
+    let mut chunk = [0u8; 16 << 10];
+    for _ in 0..1024 {
+        match stream.read(&mut chunk) {
+            Ok(0) => return Ok(()),
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                if n < chunk.len() {
+                    return Ok(()); // drained (edge-triggered: more raises a new event)
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 fn echo_connection(mut stream: TcpStream, mode: ServerMode, stop: &AtomicBool) -> io::Result<()> {
     stream.set_nodelay(true)?;
     stream.set_nonblocking(false)?;
     match mode {
-        ServerMode::Blocking => stream.set_read_timeout(Some(Duration::from_millis(200)))?,
+        ServerMode::Blocking | ServerMode::Loop => {
+            stream.set_read_timeout(Some(Duration::from_millis(200)))?
+        }
         ServerMode::Busy => stream.set_nonblocking(true)?,
     }
     let mut buf = vec![0u8; 64 << 10];
@@ -71,7 +149,7 @@ fn echo_connection(mut stream: TcpStream, mode: ServerMode, stop: &AtomicBool) -
     Ok(())
 }
 
-fn write_all_spin(stream: &mut TcpStream, mut bytes: &[u8]) -> io::Result<()> {
+fn write_all_spin(stream: &mut impl Write, mut bytes: &[u8]) -> io::Result<()> {
     while !bytes.is_empty() {
         match stream.write(bytes) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -346,17 +424,23 @@ mod tests {
     #[test]
     fn echo_round_trips_are_measured_over_one_or_several_connections() {
         for connections in [1, 4] {
-            round_trips_over(connections);
+            round_trips_over(connections, ServerMode::Blocking);
         }
     }
 
-    fn round_trips_over(connections: usize) {
+    /// One thread serving every connection echoes each message once, in order.
+    #[test]
+    fn one_looping_server_echoes_every_connection() {
+        round_trips_over(4, ServerMode::Loop);
+    }
+
+    fn round_trips_over(connections: usize, mode: ServerMode) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let server = {
             let stop = stop.clone();
-            std::thread::spawn(move || serve(listener, ServerMode::Blocking, stop))
+            std::thread::spawn(move || serve(listener, mode, stop))
         };
         let report = run_client(
             &ClientOptions {
