@@ -15,12 +15,14 @@ OUT=${OUT:-/tmp/bourse-targets}
 OPS=${OPS:-3000000}
 BIN=target/release
 mkdir -p "$OUT"
-for tool in bourse bourse-loadgen bourse-echo bourse-journal instr; do
+for tool in bourse bourse-loadgen bourse-echo bourse-journal instr kernelcost; do
   [ -x "$BIN/$tool" ] || { echo "no $BIN/$tool: cargo build --release --workspace --bins"; exit 1; }
 done
 command -v valgrind > /dev/null || { echo "valgrind is needed for the instruction counts"; exit 1; }
 step() { echo "== $1 ($(date +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))"; }
 
+step "the machine: what its kernel charges for the operations the end-to-end figures pay"
+"$BIN/kernelcost" > "$OUT/kernelcost.txt" 2>&1
 step "issue 10: compact vs sharded (3 shards), closed loop on three symbols"
 tools/bench/shards.sh 2 > "$OUT/shards.txt" 2>&1
 step "issue 11: quorum vs async, open loop at 10k and 100k orders/s"
@@ -49,6 +51,8 @@ OUT="$OUT/capacity" ROUNDS=1 RATES=100000 WINDOWS="2000:4" tools/bench/capacity.
 
 echo
 echo "== summary (raw output in $OUT)"
+echo "the machine (ns; \`kernelcost\`):"
+sed -n 's/^/  /; 2,$p' "$OUT/kernelcost.txt"
 echo "issue 10, sharded beats compact (inputs/s by the venue's count):"
 grep -E '^== (compact|sharded)' "$OUT/shards.txt" | sed 's/; generators.*//; s/^== /  /'
 echo "issue 11, quorum p50 within 2x of async (order -> Accepted, us):"
