@@ -1,8 +1,9 @@
 //! Journal recovery on a directory of arbitrary segment files (and an optional manifest):
 //! `verify` must answer without panicking, and so must `verify_vouched` (a snapshot after a
 //! record taken from the bytes), which reports what `verify` does whenever `verify` accepts
-//! the journal; if `truncate_corrupt_tail` accepts the journal, the result must verify
-//! cleanly and a writer must open it and append.
+//! the journal; a reader from the start reads every record `verify` accepts, in order, and
+//! (with no torn tail) nothing after them; if `truncate_corrupt_tail` accepts the journal, the
+//! result must verify cleanly and a writer must open it and append.
 //!
 //! Byte 0: bits 0-1 fix-ups (see bourse_fuzz), bit 2 two segments, bit 3 a manifest, bit 4
 //! the manifest's boot id is this boot's, bit 5 open a writer after the repair.
@@ -11,8 +12,8 @@
 
 use bourse::journal::manifest::{self, ManifestState};
 use bourse::journal::{
-    Durability, JournalConfig, JournalWriter, RecoveryReport, truncate_corrupt_tail, verify,
-    verify_vouched,
+    Durability, JournalConfig, JournalReader, JournalWriter, RecoveryReport, truncate_corrupt_tail,
+    verify, verify_vouched,
 };
 use bourse::types::Timestamp;
 use bourse_fuzz::{IMAGE_MAX_PAYLOAD, scratch_dir, segment_image};
@@ -55,6 +56,7 @@ fuzz_target!(|data: &[u8]| {
     let full = verify(&dir);
     let vouched = verify_vouched(&dir, u64::from(*synced ^ *mapped));
     if let Ok(full) = &full {
+        reads_what_verify_accepts(&dir, full);
         let vouched = vouched.expect("a vouched scan accepts what the full one does");
         let as_full = RecoveryReport {
             vouched_through: 0,
@@ -95,3 +97,32 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = std::fs::remove_dir_all(&dir);
 });
+
+/// A reader from record 1 yields `verified.last_seq` records numbered 1, 2, ...; after them
+/// it says "nothing yet", or (a torn tail, which `verify` reports and recovery cuts) may
+/// refuse the bad record.
+fn reads_what_verify_accepts(dir: &std::path::Path, verified: &RecoveryReport) {
+    let Ok(mut reader) = JournalReader::open(dir, 1) else {
+        assert_eq!(verified.last_seq, 0, "a reader opens what verify accepts");
+        return;
+    };
+    for expected in 1..=verified.last_seq {
+        match reader.next() {
+            Ok(Some(record)) => assert_eq!(record.seq, expected),
+            other => panic!(
+                "record {expected} of {}: {:?}",
+                verified.last_seq,
+                other.map(|r| r.map(|r| r.seq))
+            ),
+        }
+    }
+    match reader.next() {
+        Ok(None) => {}
+        Err(_) if verified.torn_tail.is_some() => {}
+        other => panic!(
+            "after record {}: {:?}",
+            verified.last_seq,
+            other.map(|r| r.map(|r| r.seq))
+        ),
+    }
+}

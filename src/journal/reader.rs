@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use memmap2::{Advice, MmapOptions, MmapRaw};
 
 use super::JournalError;
-use super::record::{Record, SEAL_BYTES, Slot, read_slot_checked, record_span_bytes};
+use super::record::{Record, SEAL_BYTES, Slot, read_slot_checked, rotation_room_bytes};
 use super::recovery::first_nonzero;
 use super::segment::{
     HEADER_BYTES, HeaderState, SegmentHeader, corrupt, list_segments, segment_path,
@@ -275,9 +275,9 @@ impl JournalReader {
     fn cross_lost_seal(&mut self) -> Result<bool, JournalError> {
         let (bytes, header) = (self.segment.bytes, self.segment.header);
         let room_bytes = header.segment_bytes - self.offset_bytes;
-        let rotates_below_bytes = record_span_bytes(header.max_payload_bytes as u64) + SEAL_BYTES;
-        if room_bytes >= rotates_below_bytes {
-            // Any record fits: the writer cannot have rotated here. The live (or last) end.
+        if room_bytes >= rotation_room_bytes(header.max_payload_bytes) {
+            // Any record fits: the writer cannot have rotated here (`verify` refuses a later
+            // segment after such an end). The live (or last) end.
             return Ok(false);
         }
         let Some(next) = self.next_header()? else {

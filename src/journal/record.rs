@@ -43,6 +43,13 @@ pub const fn record_span_bytes(payload_bytes: u64) -> u64 {
     (RECORD_HEADER_BYTES + payload_bytes).next_multiple_of(RECORD_ALIGN_BYTES)
 }
 
+/// A writer rotates only when the next record and a seal no longer fit: so a segment's data
+/// (or its lost seal) can end where the next segment begins only with less room than this
+/// left (`max_payload_bytes` from the segment's header).
+pub const fn rotation_room_bytes(max_payload_bytes: u32) -> u64 {
+    record_span_bytes(max_payload_bytes as u64) + SEAL_BYTES
+}
+
 fn record_crc(length: u32, body_parts: [&[u8]; 2]) -> u32 {
     let total = 4 + body_parts[0].len() + body_parts[1].len();
     if total <= SMALL_RECORD_BYTES {

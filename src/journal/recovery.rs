@@ -6,7 +6,10 @@
 //!   version, their own index, the file length and the same day epoch; each segment's first
 //!   sequence number continues the previous segment, and records inside continue it by one.
 //! - Every segment but the last one with a header ends with a seal word right after its last
-//!   record; anything else there is corruption.
+//!   record; anything else there is corruption, with one exception: a seal a machine crash
+//!   lost (nothing after the last record, the next header continuing the numbering) where
+//!   the writer could have rotated, i.e. with less room left than a largest record and a
+//!   seal ([`super::record::rotation_room_bytes`]). Recovery writes it back; readers cross it.
 //! - In the last segment, the first bad slot (a partial record, a checksum failure, junk
 //!   after the end of data) is a **torn tail** if no valid record follows it anywhere in the
 //!   segment and its sequence number is above the manifest's durable mark ([`manifest`]): it
@@ -44,7 +47,7 @@ use super::manifest::{self, ManifestState};
 use super::reader::Mapped;
 use super::record::{
     RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES, SEAL_BYTES, SEAL_WORD, Slot, read_slot,
-    read_slot_checked, record_span_bytes, write_seal,
+    read_slot_checked, record_span_bytes, rotation_room_bytes, write_seal,
 };
 use super::segment::{
     self, HEADER_BYTES, HeaderState, MappedSegment, SegmentHeader, corrupt, list_segments,
@@ -279,6 +282,7 @@ fn scan_segments(
             is_last,
             vouched_seq,
             progress,
+            next_first_seq,
         };
         let end = scan_segment(&path, map, &header, walk, &mut report)?;
         report.segments += 1;
@@ -457,6 +461,7 @@ pub fn check_segment_image(
         is_last: true,
         vouched_seq: 0,
         progress: None,
+        next_first_seq: None,
     };
     let end = scan_segment(path, image, &header, walk, &mut report)?;
     report.segments = 1;
@@ -621,6 +626,8 @@ struct Walk<'a> {
     vouched_seq: u64,
     /// Told of the records checked, every [`PROGRESS_EVERY_RECORDS`].
     progress: Option<&'a ScanProgress>,
+    /// The first sequence number of the segment after this one, if there is one.
+    next_first_seq: Option<u64>,
 }
 
 /// Check one segment's records; `walk.expected_seq` is the sequence number of its first
@@ -638,6 +645,7 @@ fn scan_segment(
         is_last,
         vouched_seq,
         progress,
+        next_first_seq,
     } = walk;
     let segment_bytes = map.len() as u64;
     let mut offset_bytes = HEADER_BYTES;
@@ -686,6 +694,15 @@ fn scan_segment(
                 // number then proves no record is missing.
                 if first_nonzero(map, offset_bytes).is_some() {
                     let reason = "data after the end of a segment that a later segment follows";
+                    return Err(corrupt(path, offset_bytes, reason));
+                }
+                // Numbered on in the next segment, yet ended where another record fit: no
+                // writer rotates there (lost records show as a gap at the next header).
+                let room_bytes = segment_bytes - offset_bytes;
+                if next_first_seq == Some(seq)
+                    && room_bytes >= rotation_room_bytes(header.max_payload_bytes)
+                {
+                    let reason = "a segment that a later one continues ends early, unsealed";
                     return Err(corrupt(path, offset_bytes, reason));
                 }
                 return Ok(SegmentEnd {

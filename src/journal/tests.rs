@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::manifest::{self, ManifestState};
-use super::record::{RECORD_HEADER_BYTES, record_span_bytes, write_record};
+use super::record::{RECORD_HEADER_BYTES, record_span_bytes, rotation_room_bytes, write_record};
 use super::segment::{HEADER_BYTES, segment_path};
 use super::*;
 use crate::types::Timestamp;
@@ -1147,6 +1147,47 @@ fn read_error(dir: &Path) -> String {
         }
     }
     panic!("no end")
+}
+
+/// A segment numbered on by the next one but ended early, with room left for a largest record
+/// and a seal: no writer rotates there, so it is no lost seal. Refused (the reader, which
+/// looks for a successor only where a rotation can be, would take it for the journal's end).
+#[test]
+fn a_segment_ended_early_with_the_numbering_continued_is_refused() {
+    let temp = TempDir::new("early-end");
+    let dir = temp.journal();
+    let report = write_journal(&dir, 100);
+    let (first, second) = (segment_path(&dir, 1), segment_path(&dir, 2));
+    let mut second_bytes = std::fs::read(&second).expect("read");
+    let next_first = u64::from_le_bytes(second_bytes[24..32].try_into().expect("8"));
+    assert!(
+        report.last_seq > next_first && report.segments == 2,
+        "{report:?}"
+    );
+    // Move segment 1's last records, from one that leaves the room, to segment 2's front.
+    let first_bytes = std::fs::read(&first).expect("read");
+    let room_bytes = rotation_room_bytes(MAX_PAYLOAD_BYTES);
+    let moved_from = (1..next_first)
+        .rev()
+        .find(|&seq| first_bytes.len() as u64 - locate(&dir, seq).1 >= room_bytes)
+        .expect("a record early enough");
+    let from_bytes = locate(&dir, moved_from).1 as usize;
+    let seal_bytes = data_end(&first) as usize - 8;
+    let moved = &first_bytes[from_bytes..seal_bytes];
+    let tail = &second_bytes[HEADER_BYTES as usize..data_end(&second) as usize];
+    let body = [moved, tail].concat();
+    second_bytes[HEADER_BYTES as usize..][..body.len()].copy_from_slice(&body);
+    second_bytes[24..32].copy_from_slice(&moved_from.to_le_bytes());
+    let crc = crc32c::crc32c(&second_bytes[0..60]);
+    second_bytes[60..64].copy_from_slice(&crc.to_le_bytes());
+    patch(
+        &first,
+        from_bytes as u64,
+        &vec![0; seal_bytes + 8 - from_bytes],
+    );
+    std::fs::write(&second, &second_bytes).expect("write");
+    let error = verify(&dir).expect_err("an early end");
+    assert!(error.to_string().contains("ends early"), "{error}");
 }
 
 /// A lost seal with a record after it: the successor's header does not vouch for that.
