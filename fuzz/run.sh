@@ -17,7 +17,7 @@ target=$1
 runs=${2:-10000000}
 max_seconds=${3:-3600}
 max_len=4096
-case $target in journal_*) max_len=9000 ;; esac
+case $target in journal_*) max_len=10300 ;; esac
 mkdir -p fuzz/logs "fuzz/corpus/$target"
 log=fuzz/logs/$target.log
 status=0

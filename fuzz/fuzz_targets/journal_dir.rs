@@ -7,7 +7,10 @@
 //!
 //! Byte 0: bits 0-1 fix-ups (see bourse_fuzz), bit 2 two segments, bit 3 a manifest, bit 4
 //! the manifest's boot id is this boot's, bit 5 open a writer after the repair.
-//! Bytes 1-3: manifest sealed-through, synced-through, mapped-through. Rest: the segments.
+//! Bytes 1-3: manifest sealed-through, synced-through, mapped-through. Byte 4: with two
+//! segments, the second one's bytes in units of 8 (the last ones of the input; the first
+//! segment gets the rest, so it can be full: a rotation's seal, or its loss, near its end).
+//! Rest: the segments.
 #![no_main]
 
 use bourse::journal::manifest::{self, ManifestState};
@@ -22,13 +25,13 @@ use libfuzzer_sys::fuzz_target;
 const DAY_EPOCH: u64 = 0;
 
 fuzz_target!(|data: &[u8]| {
-    let [flags, sealed, synced, mapped, rest @ ..] = data else {
+    let [flags, sealed, synced, mapped, second_units, rest @ ..] = data else {
         return;
     };
     let dir = scratch_dir("journal-dir");
     let two = flags & 4 != 0;
     let (first, second) = if two {
-        rest.split_at(rest.len() / 2)
+        rest.split_at(rest.len().saturating_sub(usize::from(*second_units) * 8))
     } else {
         (rest, &[][..])
     };

@@ -237,15 +237,28 @@ fn seed_journals(seeds: &mut Seeds) {
             seeds.add("journal_image", &[&[flags, 200][..], &first].concat());
             seeds.add(
                 "journal_dir",
-                &[&[flags | 8 | 16 | 32, 0, 2, 4][..], &first].concat(),
+                &[&[flags | 8 | 16 | 32, 0, 2, 4, 0][..], &first].concat(),
             );
         }
         if let Ok(second) = std::fs::read(dir.join("00000002.seg")) {
-            let second = trimmed(&second);
+            // The first segment whole (sealed at its end), the second trimmed to whole units.
+            let mut second = trimmed(&second);
+            second.resize(second.len().next_multiple_of(8).min(255 * 8), 0);
+            let units = (second.len() / 8) as u8;
             let mut two = first.clone();
             two.resize(bourse_fuzz::IMAGE_BYTES, 0);
             two.extend(&second);
-            seeds.add("journal_dir", &[&[4u8 | 3, 0, 0, 0][..], &two].concat());
+            seeds.add(
+                "journal_dir",
+                &[&[4u8 | 3, 0, 0, 0, units][..], &two].concat(),
+            );
+            // The same with the seal lost (a machine crash after the next header was written).
+            let seal_at = first.len().next_multiple_of(8) - 8;
+            two[seal_at..seal_at + 8].fill(0);
+            seeds.add(
+                "journal_dir",
+                &[&[4u8 | 3, 0, 0, 0, units][..], &two].concat(),
+            );
         }
         // A torn last record: the last 20 bytes of data zeroed.
         let mut torn = first.clone();
@@ -254,7 +267,7 @@ fn seed_journals(seeds: &mut Seeds) {
         seeds.add("journal_image", &[&[3u8, 1][..], &torn].concat());
         seeds.add(
             "journal_dir",
-            &[&[3u8 | 8 | 16, 1, 1, 3][..], &torn].concat(),
+            &[&[3u8 | 8 | 16, 1, 1, 3, 0][..], &torn].concat(),
         );
     }
     let _ = std::fs::remove_dir_all(&base);
