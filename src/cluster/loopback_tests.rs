@@ -164,6 +164,7 @@ fn run_member(
             transport.send(message, epoch);
         }
         transport.flush();
+        node.write_commit_hint().map_err(|e| e.to_string())?;
         // 5. Release.
         if let Some(old_term) = paused_term {
             if node.role() == (Role::Leader { term: old_term }) {

@@ -11,6 +11,7 @@
 //!     for each message from the transport:       node.step(m, epoch)
 //!     if leader and ready:  seq = node.propose(timestamp, kind, payload)?  // then apply it
 //!     node.poll(&mut out)?   // send out.messages; apply out.apply (follower); out.events
+//!     node.write_commit_hint()?  // after the messages left (off the quorum's path)
 //!     if let Some(seq) = node.release_gate() { release replies and ITCH up to seq }
 //!     node.flush()?          // msync, after the messages left (off the quorum's path)
 //! }
@@ -665,7 +666,6 @@ impl ClusterNode {
         assert!(self.committed_seq <= self.last_seq());
         self.raw.mut_store().note_commit(self.committed_seq);
         self.commit_unwritten |= self.raw.store().hard().commit != self.committed_seq;
-        self.write_commit()?;
         out.events.append(&mut self.pending_events);
         out.committed_seq = self.committed_seq;
         Ok(())
@@ -695,7 +695,8 @@ impl ClusterNode {
                 self.raw.mut_store().set_hard_state(&hard, true)?;
             } else {
                 // Only the commit index moved (every turn under load): raft needs it durable
-                // only as a hint, so it is written at most once per tick (`write_commit`).
+                // only as a hint, so it is written at most once per tick, after the turn's
+                // messages left ([`Self::write_commit_hint`]).
                 self.commit_unwritten = true;
             }
         }
@@ -925,9 +926,19 @@ impl ClusterNode {
             .set_randomized_election_timeout(timeout as usize);
     }
 
+    /// The hard state last written to its file: term, vote and the commit index (a
+    /// restart's hint).
+    #[cfg(test)]
+    pub(crate) fn stored_hard(&self) -> super::state::Hard {
+        self.raw.store().hard()
+    }
+
     /// Write a commit index that only advanced in memory, at most once per tick (no sync: it
-    /// is a restart hint).
-    fn write_commit(&mut self) -> Result<(), StorageFailure> {
+    /// is a restart hint). Call it once the messages of the last [`Self::poll`] were handed
+    /// to the transport: a follower's answer to an append, and so the leader's commit, does
+    /// not wait for this file write (a 64-byte `pwrite`, 20-190 µs seen under `perf trace`
+    /// on this VM, before the answer left in every tenth order at 1k orders/s).
+    pub fn write_commit_hint(&mut self) -> Result<(), StorageFailure> {
         if !self.commit_unwritten || self.commit_written_tick == self.ticks {
             return Ok(());
         }

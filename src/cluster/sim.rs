@@ -130,6 +130,8 @@ struct Sim {
     /// every append leaves at once.
     majority_first_steps: Option<u64>,
     held_appends: u64,
+    /// Commit hints written after a poll's messages left ([`ClusterNode::write_commit_hint`]).
+    hints_written: u64,
     _temp: tempfile::TempDir,
 }
 
@@ -146,6 +148,7 @@ struct Stats {
     proposals: u64,
     /// Appends held by majority first (even seeds).
     held_appends: u64,
+    hints_written: u64,
 }
 
 fn temp_dir() -> tempfile::TempDir {
@@ -262,6 +265,7 @@ impl Sim {
             faults: true,
             majority_first_steps: None,
             held_appends: 0,
+            hints_written: 0,
             _temp: temp,
         };
         for index in 0..sim.members.len() {
@@ -368,6 +372,7 @@ impl Sim {
             priority_flips: self.priority_flips,
             proposals: self.proposals,
             held_appends: self.held_appends,
+            hints_written: self.hints_written,
         })
     }
 
@@ -549,9 +554,20 @@ impl Sim {
         let member = &mut self.members[index];
         let node = member.node.as_mut().expect("running");
         let mut polled = std::mem::take(&mut member.polled);
-        node.poll(&mut polled)
-            .map_err(|e| format!("member {} poll: {e}", member.id))
+        let hard_before = node.stored_hard();
+        let polled_result = node.poll(&mut polled);
+        // The commit hint is a file write: never on the way of the messages (a follower's
+        // answer) unless term or vote changed, which must be durable before they leave.
+        let hard = node.stored_hard();
+        let hint_moved = hard.commit != hard_before.commit
+            && (hard.term, hard.vote) == (hard_before.term, hard_before.vote);
+        let id = member.id;
+        polled_result
+            .map_err(|e| format!("member {id} poll: {e}"))
             .map_err(|e| self.fail(e))?;
+        if hint_moved {
+            return Err(self.fail(format!("member {id} wrote its commit hint inside poll")));
+        }
         let id = self.members[index].id;
         for event in polled.events.drain(..) {
             self.on_event(index, event)?;
@@ -599,7 +615,16 @@ impl Sim {
             self.send(id, epoch, &message);
         }
         polled.messages = routed;
-        self.members[index].polled = polled;
+        let member = &mut self.members[index];
+        member.polled = polled;
+        let node = member.node.as_mut().expect("running");
+        let hint_before = node.stored_hard().commit;
+        let written = node.write_commit_hint();
+        let hint_moved = node.stored_hard().commit != hint_before;
+        written
+            .map_err(|e| format!("member {id} commit hint: {e}"))
+            .map_err(|e| self.fail(e))?;
+        self.hints_written += u64::from(hint_moved);
         Ok(())
     }
 
@@ -921,6 +946,7 @@ fn run_shard(shard: u64) {
                 sum.priority_flips += stats.priority_flips;
                 sum.proposals += stats.proposals;
                 sum.held_appends += stats.held_appends;
+                sum.hints_written += stats.hints_written;
             }
             Err(failure) => panic!(
                 "cluster simulation failed: {failure}\nrerun it alone: CLUSTER_SIM_SEED={seed} cargo nextest run -p bourse --lib -E 'test(cluster::sim::seeds_0)'"
@@ -945,6 +971,10 @@ fn run_shard(shard: u64) {
             "members' election priorities change: {sum:?}"
         );
         assert!(sum.acked > seeds * 20, "records get acknowledged: {sum:?}");
+        assert!(
+            sum.hints_written > seeds * 5,
+            "commit hints get written once messages left: {sum:?}"
+        );
         // Shards 0 and 2 run the even seeds.
         assert!(
             shard % 2 == 1 || sum.held_appends > seeds * 20,

@@ -343,6 +343,12 @@ impl<F: FeedOut> Daemon<F> {
             }
         }
         member.transport.flush();
+        if let Err(why) = raft.write_commit_hint() {
+            self.node
+                .fatal
+                .get_or_insert(format!("cluster storage failed: {why}"));
+            return false;
+        }
         let mut rebuild = false;
         let last_role = member.polled.events.iter().rev().find_map(|e| match e {
             Event::RoleChanged(role) => Some(*role),
