@@ -93,13 +93,23 @@ fn tcp_ns() -> std::io::Result<()> {
         send_ns += (sent - started).as_nanos();
         recv_ns += sent.elapsed().as_nanos();
     }
-    let n = f64::from(PAIRS);
+    print_send_receive(
+        "tcp send, then the receive draining ",
+        send_ns,
+        recv_ns,
+        PAIRS,
+    );
+    Ok(())
+}
+
+/// One line: the mean ns of a send and of the receive after it over `pairs`.
+fn print_send_receive(label: &str, send_ns: u128, recv_ns: u128, pairs: u32) {
+    let n = f64::from(pairs);
     println!(
-        "tcp send, then the receive draining  {:>8.0} + {:.0}",
+        "{label} {:>8.0} + {:.0}",
         send_ns as f64 / n,
         recv_ns as f64 / n
     );
-    Ok(())
 }
 
 fn udp_ns() -> std::io::Result<()> {
@@ -118,11 +128,11 @@ fn udp_ns() -> std::io::Result<()> {
         send_ns += (sent - started).as_nanos();
         recv_ns += sent.elapsed().as_nanos();
     }
-    let n = f64::from(PAIRS);
-    println!(
-        "udp send, then its receive           {:>8.0} + {:.0}",
-        send_ns as f64 / n,
-        recv_ns as f64 / n
+    print_send_receive(
+        "udp send, then its receive          ",
+        send_ns,
+        recv_ns,
+        PAIRS,
     );
     Ok(())
 }
