@@ -1361,3 +1361,51 @@ fn a_missing_seal_before_the_vouched_record_falls_back_to_the_full_scan() {
     );
     assert_eq!(check_all(&dir, 1), full.last_seq);
 }
+
+/// A restart with a larger `max_payload_bytes` than the segment it continues was made with:
+/// the records it now allows go to a new segment (the old one's header limit still holds
+/// there), and the journal stays one that `verify` accepts and a reader reads whole. A
+/// restart with a smaller limit goes on in the same segment.
+#[test]
+fn a_raised_payload_limit_continues_in_a_new_segment() {
+    let temp = TempDir::new("raised-limit");
+    let dir = temp.journal();
+    let limited = |limit| JournalConfig {
+        max_payload_bytes: limit,
+        ..config(&dir, Durability::Flush)
+    };
+    // Payloads here are at most 150 bytes.
+    let (mut writer, _) = JournalWriter::open_or_create(limited(160), DAY_EPOCH_UNIX_NS)
+        .expect("open with a 160-byte limit");
+    append_range(&mut writer, 1, 10);
+    writer.flush().expect("flush");
+    drop(writer);
+    let (mut writer, raised) = JournalWriter::open_or_create(limited(MAX_PAYLOAD_BYTES), 0)
+        .expect("reopen with a larger limit");
+    let large = vec![7u8; 400];
+    let seq = writer.append(timestamp(11), kind(11), &large);
+    assert_eq!(seq.expect("append"), 11);
+    writer.flush().expect("flush");
+    drop(writer);
+    let (mut writer, lowered) =
+        JournalWriter::open_or_create(limited(160), 0).expect("reopen with a smaller limit");
+    append_range(&mut writer, 12, 20);
+    writer.flush().expect("flush");
+    drop(writer);
+    let verified = verify(&dir).expect("verify");
+    assert_eq!(verified.last_seq, 20, "{verified:?}");
+    let mut reader = JournalReader::open(&dir, 1).expect("reader");
+    for seq in 1..=20 {
+        let record = reader.next().expect("read").expect("a record");
+        assert_eq!(record.seq, seq);
+        let expected = if seq == 11 {
+            large.clone()
+        } else {
+            payload(seq)
+        };
+        assert_eq!(record.payload, &expected[..], "record {seq}");
+    }
+    assert!(reader.next().expect("read").is_none());
+    assert_eq!(raised.segments, 2, "a new segment: {raised:?}");
+    assert_eq!(lowered.segments, 2, "none for a smaller limit: {lowered:?}");
+}

@@ -107,12 +107,18 @@ impl JournalWriter {
             }
             Some((mapped, tail)) => (mapped, tail.end_offset_bytes),
         };
+        // Records of the segment it continues must fit that segment's header's limit, which a
+        // config raised since then would pass (and rotate by): a new segment first.
+        let continued_limit = match SegmentHeader::load_published(&current.path, current.bytes())? {
+            segment::HeaderState::Valid(header) => header.max_payload_bytes,
+            segment::HeaderState::Blank => config.max_payload_bytes,
+        };
         current.prefault(write_offset_bytes);
         assert!(marks.day_epoch_unix_ns == report.day_epoch_unix_ns);
         assert!(marks.sealed_through_segment + 1 == current.segment_index);
         let manifest = LiveManifest::open(&config.dir, marks)?;
         let helper = Helper::spawn(&config, current.segment_index + 1)?;
-        let writer = JournalWriter {
+        let mut writer = JournalWriter {
             manifest,
             crash_on_drop: false,
             day_epoch_unix_ns: report.day_epoch_unix_ns,
@@ -128,7 +134,29 @@ impl JournalWriter {
             _lock: lock,
             config,
         };
+        if continued_limit < writer.config.max_payload_bytes {
+            writer.rotate_for_a_larger_limit(continued_limit)?;
+            report.segments += 1;
+            report.data_bytes += HEADER_BYTES;
+        }
         Ok((writer, report))
+    }
+
+    /// At open: the segment continued was made with a lower `max_payload_bytes` than the
+    /// config's. A record between the two would be refused by readers there, and a rotation
+    /// for one would end the segment earlier than a writer with that header's limit ever
+    /// does (`record::rotation_room_bytes`), which `verify` refuses should a machine crash
+    /// lose the seal. So seal it now, the seal durable before the next header is published,
+    /// and go on in a segment with the config's limit.
+    #[cold]
+    fn rotate_for_a_larger_limit(&mut self, segment_limit: u32) -> Result<(), JournalError> {
+        tracing::info!(
+            segment = self.current.segment_index,
+            segment_limit,
+            config_limit = self.config.max_payload_bytes,
+            "journal: max_payload_bytes was raised; starting a new segment"
+        );
+        self.rotate(SealSync::BeforeNextHeader)
     }
 
     /// Append one record and return its sequence number. No allocation, no syscall (unless
@@ -149,7 +177,7 @@ impl JournalWriter {
         }
         let span_bytes = record_span_bytes(payload_bytes);
         if self.write_offset_bytes + span_bytes + SEAL_BYTES > self.current.segment_bytes() {
-            self.rotate()?;
+            self.rotate(SealSync::WithTheNextFlush)?;
             assert!(
                 self.write_offset_bytes + span_bytes + SEAL_BYTES <= self.current.segment_bytes()
             );
@@ -194,7 +222,7 @@ impl JournalWriter {
 
     /// Seal the full segment and continue in the prepared one.
     #[cold]
-    fn rotate(&mut self) -> Result<(), JournalError> {
+    fn rotate(&mut self, seal_sync: SealSync) -> Result<(), JournalError> {
         let next = self
             .helper
             .take_prepared(&self.config, self.current.segment_index + 1)?;
@@ -202,6 +230,11 @@ impl JournalWriter {
         assert!(next.segment_bytes() == self.config.segment_bytes);
         // SAFETY: only writer; the seal fits after the last record (append keeps room).
         unsafe { write_seal(self.current.bytes(), self.write_offset_bytes) };
+        if seal_sync == SealSync::BeforeNextHeader {
+            let seal_end_bytes = self.write_offset_bytes + SEAL_BYTES;
+            self.current.sync_range(0, seal_end_bytes)?;
+            self.flushed_offset_bytes = seal_end_bytes;
+        }
         let header = SegmentHeader {
             segment_index: next.segment_index,
             first_seq: self.next_seq,
@@ -377,6 +410,17 @@ impl Drop for JournalWriter {
         }
         self.helper.stop(true);
     }
+}
+
+/// When a rotation's seal is made durable.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum SealSync {
+    /// With the batch's flush, as the records before it (a full segment: should a machine
+    /// crash lose it, recovery and the readers know the writer rotates only there).
+    WithTheNextFlush,
+    /// Before the next segment's header is published: a segment ended early, which only
+    /// its seal can say.
+    BeforeNextHeader,
 }
 
 /// Create a segment on the calling thread and publish its header (open, not the hot path).
