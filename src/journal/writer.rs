@@ -113,7 +113,10 @@ impl JournalWriter {
             segment::HeaderState::Valid(header) => header.max_payload_bytes,
             segment::HeaderState::Blank => config.max_payload_bytes,
         };
-        current.prefault(write_offset_bytes);
+        let rotate_at_open = continued_limit < config.max_payload_bytes;
+        if !rotate_at_open {
+            current.prefault(write_offset_bytes);
+        }
         assert!(marks.day_epoch_unix_ns == report.day_epoch_unix_ns);
         assert!(marks.sealed_through_segment + 1 == current.segment_index);
         let manifest = LiveManifest::open(&config.dir, marks)?;
@@ -134,10 +137,11 @@ impl JournalWriter {
             _lock: lock,
             config,
         };
-        if continued_limit < writer.config.max_payload_bytes {
+        if rotate_at_open {
             writer.rotate_for_a_larger_limit(continued_limit)?;
+            writer.current.prefault(HEADER_BYTES);
             report.segments += 1;
-            report.data_bytes += HEADER_BYTES;
+            report.data_bytes += SEAL_BYTES + HEADER_BYTES;
         }
         Ok((writer, report))
     }
