@@ -266,7 +266,9 @@ fn scan_segments(
             };
             report.records += next_first_seq - header.first_seq;
             report.last_seq = next_first_seq - 1;
-            report.last_timestamp = end.last_timestamp;
+            if next_first_seq > header.first_seq {
+                report.last_timestamp = end.last_timestamp;
+            }
             report.segments += 1;
             report.data_bytes += end.end_offset_bytes;
             tail = Some(TailPosition {
@@ -320,8 +322,11 @@ fn scan_segments(
 /// caller then checks every record.
 fn sealed_end(map: SharedBytes, header: &SegmentHeader, next_first_seq: u64) -> Option<SegmentEnd> {
     let last_seq = next_first_seq.checked_sub(1)?;
+    if next_first_seq == header.first_seq {
+        return sealed_empty(map);
+    }
     if last_seq < header.first_seq {
-        return None; // a sealed segment holds at least one record
+        return None; // the next segment starts before this one
     }
     let last_nonzero = last_nonzero(map, HEADER_BYTES)?;
     let seal_offset_bytes = last_nonzero / RECORD_ALIGN_BYTES * RECORD_ALIGN_BYTES;
@@ -354,6 +359,21 @@ fn sealed_end(map: SharedBytes, header: &SegmentHeader, next_first_seq: u64) -> 
         span_bytes += RECORD_ALIGN_BYTES;
     }
     None
+}
+
+/// [`sealed_end`] of a segment without a record, which a writer seals when it opens with a
+/// larger `max_payload_bytes` than the segment was made with before writing to it
+/// (`JournalWriter::rotate_for_a_larger_limit`): the seal right after the header, nothing
+/// else. Its `last_timestamp` is no record's: the caller keeps the one before.
+fn sealed_empty(map: SharedBytes) -> Option<SegmentEnd> {
+    let last_nonzero = last_nonzero(map, HEADER_BYTES)?;
+    let sealed =
+        last_nonzero < HEADER_BYTES + 4 && map.load_u32_acquire(HEADER_BYTES as usize) == SEAL_WORD;
+    sealed.then_some(SegmentEnd {
+        end_offset_bytes: HEADER_BYTES + SEAL_BYTES,
+        sealed: true,
+        last_timestamp: Timestamp(0),
+    })
 }
 
 /// The end of the journal against what it promised: the manifest belongs to these segments,

@@ -1409,3 +1409,37 @@ fn a_raised_payload_limit_continues_in_a_new_segment() {
     assert_eq!(raised.segments, 2, "a new segment: {raised:?}");
     assert_eq!(lowered.segments, 2, "none for a smaller limit: {lowered:?}");
 }
+
+/// A raised limit on a segment without records (opened, never written): it is sealed empty.
+/// Such a journal is whole for `verify`, for a reader from record 1 and for a restart from a
+/// snapshot, which checks the empty segment from its end as any sealed one.
+#[test]
+fn a_raised_payload_limit_on_an_empty_segment_seals_it_empty() {
+    let temp = TempDir::new("raised-empty");
+    let dir = temp.journal();
+    let limited = |limit| JournalConfig {
+        max_payload_bytes: limit,
+        ..config(&dir, Durability::Flush)
+    };
+    let (writer, _) = JournalWriter::open_or_create(limited(160), DAY_EPOCH_UNIX_NS)
+        .expect("open with a 160-byte limit");
+    drop(writer);
+    let (mut writer, raised) = JournalWriter::open_or_create(limited(MAX_PAYLOAD_BYTES), 0)
+        .expect("reopen with a larger limit");
+    assert_eq!(raised.segments, 2, "{raised:?}");
+    append_range(&mut writer, 1, 200);
+    writer.flush().expect("flush");
+    drop(writer);
+    let full = verify(&dir).expect("verify");
+    assert!(full.last_seq == 200 && full.segments >= 3, "{full:?}");
+    assert_eq!(check_all(&dir, 1), 200);
+    let vouched = recovery::verify_vouched(&dir, 150).expect("verify from record 150");
+    assert_eq!(
+        vouched.vouched_through, 149,
+        "checked from the end: {vouched:?}"
+    );
+    assert_eq!(
+        (vouched.last_seq, vouched.last_timestamp, vouched.data_bytes),
+        (full.last_seq, full.last_timestamp, full.data_bytes)
+    );
+}
