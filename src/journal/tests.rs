@@ -1362,6 +1362,15 @@ fn a_missing_seal_before_the_vouched_record_falls_back_to_the_full_scan() {
     assert_eq!(check_all(&dir, 1), full.last_seq);
 }
 
+/// Open (or reopen: `day_epoch` is only for a new journal) with `max_payload_bytes` `limit`.
+fn open_limited(dir: &Path, limit: u32, day_epoch: u64) -> (JournalWriter, RecoveryReport) {
+    let config = JournalConfig {
+        max_payload_bytes: limit,
+        ..config(dir, Durability::Flush)
+    };
+    JournalWriter::open_or_create(config, day_epoch).expect("open with the limit")
+}
+
 /// A restart with a larger `max_payload_bytes` than the segment it continues was made with:
 /// the records it now allows go to a new segment (the old one's header limit still holds
 /// there), and the journal stays one that `verify` accepts and a reader reads whole. A
@@ -1370,25 +1379,18 @@ fn a_missing_seal_before_the_vouched_record_falls_back_to_the_full_scan() {
 fn a_raised_payload_limit_continues_in_a_new_segment() {
     let temp = TempDir::new("raised-limit");
     let dir = temp.journal();
-    let limited = |limit| JournalConfig {
-        max_payload_bytes: limit,
-        ..config(&dir, Durability::Flush)
-    };
     // Payloads here are at most 150 bytes.
-    let (mut writer, _) = JournalWriter::open_or_create(limited(160), DAY_EPOCH_UNIX_NS)
-        .expect("open with a 160-byte limit");
+    let (mut writer, _) = open_limited(&dir, 160, DAY_EPOCH_UNIX_NS);
     append_range(&mut writer, 1, 10);
     writer.flush().expect("flush");
     drop(writer);
-    let (mut writer, raised) = JournalWriter::open_or_create(limited(MAX_PAYLOAD_BYTES), 0)
-        .expect("reopen with a larger limit");
+    let (mut writer, raised) = open_limited(&dir, MAX_PAYLOAD_BYTES, 0);
     let large = vec![7u8; 400];
     let seq = writer.append(timestamp(11), kind(11), &large);
     assert_eq!(seq.expect("append"), 11);
     writer.flush().expect("flush");
     drop(writer);
-    let (mut writer, lowered) =
-        JournalWriter::open_or_create(limited(160), 0).expect("reopen with a smaller limit");
+    let (mut writer, lowered) = open_limited(&dir, 160, 0);
     append_range(&mut writer, 12, 20);
     writer.flush().expect("flush");
     drop(writer);
@@ -1417,15 +1419,9 @@ fn a_raised_payload_limit_continues_in_a_new_segment() {
 fn a_raised_payload_limit_on_an_empty_segment_seals_it_empty() {
     let temp = TempDir::new("raised-empty");
     let dir = temp.journal();
-    let limited = |limit| JournalConfig {
-        max_payload_bytes: limit,
-        ..config(&dir, Durability::Flush)
-    };
-    let (writer, _) = JournalWriter::open_or_create(limited(160), DAY_EPOCH_UNIX_NS)
-        .expect("open with a 160-byte limit");
+    let (writer, _) = open_limited(&dir, 160, DAY_EPOCH_UNIX_NS);
     drop(writer);
-    let (mut writer, raised) = JournalWriter::open_or_create(limited(MAX_PAYLOAD_BYTES), 0)
-        .expect("reopen with a larger limit");
+    let (mut writer, raised) = open_limited(&dir, MAX_PAYLOAD_BYTES, 0);
     assert_eq!(raised.segments, 2, "{raised:?}");
     append_range(&mut writer, 1, 200);
     writer.flush().expect("flush");
