@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::ops::RangeInclusive;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -27,6 +27,19 @@ struct ReadSegment {
     /// View of `_map`; the mapping is never borrowed as a slice while the writer appends.
     bytes: SharedBytes,
     _map: MmapRaw,
+}
+
+/// A file's device and inode: which file a path named when it was opened.
+type FileId = (u64, u64);
+
+/// The segment after the current one, mapped while its header is not published yet.
+struct Pending {
+    path: PathBuf,
+    mapped: Mapped,
+    /// The mapped file's device and inode. A restarted writer replaces a blank spare with a
+    /// new file, whose header a mapping of the old one would never see: the reader checks the
+    /// path still names this file (one `stat`) instead of mapping it again at every poll.
+    file_id: FileId,
 }
 
 /// A read-only mapping and its view (valid while the `MmapRaw` lives).
@@ -62,7 +75,10 @@ pub struct JournalReader {
     dir: PathBuf,
     segment: ReadSegment,
     /// The segment after a seal, mapped but whose header was not published yet.
-    pending: Option<(PathBuf, Mapped)>,
+    pending: Option<Pending>,
+    /// Segment files mapped so far (this one included): a tail waiting at a segment's end
+    /// maps its successor once, not once a poll.
+    maps_total: u64,
     offset_bytes: u64,
     /// Sequence number of the record at `offset_bytes`.
     next_seq: u64,
@@ -124,6 +140,7 @@ impl JournalReader {
             dir: dir.to_path_buf(),
             segment,
             pending: None,
+            maps_total: 1,
             offset_bytes: HEADER_BYTES,
             next_seq,
             from_seq,
@@ -281,9 +298,6 @@ impl JournalReader {
             return Ok(false);
         }
         let Some(next) = self.next_header()? else {
-            // Not kept: a restarted writer replaces a blank spare with a new file, which a
-            // kept mapping of the old one would never see published.
-            self.pending = None;
             return Ok(false);
         };
         // The header was loaded with Acquire after the writer's seal store, if it made one.
@@ -301,30 +315,56 @@ impl JournalReader {
 
     /// The next segment's header once it is published (its file mapped into `pending`).
     fn next_header(&mut self) -> Result<Option<SegmentHeader>, JournalError> {
-        let next_index = self.segment.header.segment_index + 1;
-        if self.pending.is_none() {
-            let path = segment_path(&self.dir, next_index);
-            match map_file(&path)? {
-                Some(map) => self.pending = Some((path, map)),
-                None => return Ok(None),
+        // Twice at most: a kept mapping of a file since replaced is dropped, the new one mapped.
+        for _ in 0..2 {
+            if self.pending.is_none() && !self.map_pending()? {
+                return Ok(None);
+            }
+            let pending = self.pending.as_ref().expect("mapped above");
+            match SegmentHeader::load_published(&pending.path, pending.mapped.bytes)? {
+                HeaderState::Valid(header)
+                    if header.segment_bytes == pending.mapped.bytes.len() as u64 =>
+                {
+                    return Ok(Some(header));
+                }
+                HeaderState::Valid(_) => {
+                    // Mapped while the file was still being sized: map it again next time.
+                    self.pending = None;
+                    return Ok(None);
+                }
+                HeaderState::Blank if names_file(&pending.path, pending.file_id)? => {
+                    return Ok(None);
+                }
+                // Replaced (a restarted writer's new spare) or removed: map what is there now.
+                HeaderState::Blank => self.pending = None,
             }
         }
-        let (path, mapped) = self.pending.as_ref().expect("mapped above");
-        let header = match SegmentHeader::load_published(path, mapped.bytes)? {
-            HeaderState::Blank => return Ok(None),
-            HeaderState::Valid(header) => header,
+        Ok(None)
+    }
+
+    /// Map the next segment's file into `pending`; `false` if there is none yet.
+    fn map_pending(&mut self) -> Result<bool, JournalError> {
+        let path = segment_path(&self.dir, self.segment.header.segment_index + 1);
+        let Some((mapped, file_id)) = map_file(&path)? else {
+            return Ok(false);
         };
-        if header.segment_bytes != mapped.bytes.len() as u64 {
-            // Mapped while the file was still being sized: map it again next time.
-            self.pending = None;
-            return Ok(None);
-        }
-        Ok(Some(header))
+        self.maps_total += 1;
+        self.pending = Some(Pending {
+            path,
+            mapped,
+            file_id,
+        });
+        Ok(true)
+    }
+
+    /// Segment files this reader has mapped (see `maps_total`).
+    pub fn segments_mapped(&self) -> u64 {
+        self.maps_total
     }
 
     /// Continue in the pending segment, whose published header is `header`.
     fn enter_pending(&mut self, header: SegmentHeader) -> Result<(), JournalError> {
-        let (path, mapped) = self.pending.take().expect("a published next segment");
+        let Pending { path, mapped, .. } = self.pending.take().expect("a published next segment");
         check_next_header(
             &path,
             &header,
@@ -389,9 +429,18 @@ fn read_header(path: &Path) -> Result<HeaderState, JournalError> {
     }
 }
 
+/// Whether `path` still names the file `file_id` (device, inode) identifies.
+fn names_file(path: &Path, file_id: FileId) -> Result<bool, JournalError> {
+    match std::fs::metadata(path) {
+        Ok(metadata) => Ok((metadata.dev(), metadata.ino()) == file_id),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(error) => Err(JournalError::io(path, "stat", error)),
+    }
+}
+
 /// Map a segment with a published header (`None` if it is still blank).
 fn map_segment(path: &Path) -> Result<Option<ReadSegment>, JournalError> {
-    let Some(mapped) = map_file(path)? else {
+    let Some((mapped, _)) = map_file(path)? else {
         return Ok(None);
     };
     match SegmentHeader::load_published(path, mapped.bytes)? {
@@ -412,19 +461,20 @@ fn map_segment(path: &Path) -> Result<Option<ReadSegment>, JournalError> {
     }
 }
 
-/// Map a whole segment file read-only; `None` if it does not exist (yet) or is too short.
-fn map_file(path: &Path) -> Result<Option<Mapped>, JournalError> {
+/// Map a whole segment file read-only, with its device and inode; `None` if it does not
+/// exist (yet) or is too short.
+fn map_file(path: &Path) -> Result<Option<(Mapped, FileId)>, JournalError> {
     let file = match File::open(path) {
         Ok(file) => file,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(JournalError::io(path, "open segment", error)),
     };
-    let bytes = file
+    let metadata = file
         .metadata()
-        .map_err(|e| JournalError::io(path, "stat", e))?
-        .len();
-    if bytes < HEADER_BYTES + SEAL_BYTES {
+        .map_err(|e| JournalError::io(path, "stat", e))?;
+    if metadata.len() < HEADER_BYTES + SEAL_BYTES {
         return Ok(None);
     }
-    Mapped::read_only(path, &file).map(Some)
+    let file_id = (metadata.dev(), metadata.ino());
+    Mapped::read_only(path, &file).map(|mapped| Some((mapped, file_id)))
 }

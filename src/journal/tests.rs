@@ -1439,3 +1439,113 @@ fn a_raised_payload_limit_on_an_empty_segment_seals_it_empty() {
         (full.last_seq, full.last_timestamp, full.data_bytes)
     );
 }
+
+/// Segment files and, of them, those whose header is published (a blank spare is all zero).
+fn files_and_published(dir: &Path) -> (usize, usize) {
+    let files = segment_files(dir);
+    let published = files
+        .iter()
+        .filter(|path| std::fs::read(path).is_ok_and(|bytes| bytes[..8] != [0; 8]))
+        .count();
+    (files.len(), published)
+}
+
+/// Wait (bounded) until the writer's helper has prepared a blank spare.
+fn wait_for_spare(dir: &Path) {
+    for _ in 0..2_000 {
+        let (files, published) = files_and_published(dir);
+        if files > published {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("no spare segment prepared within 2 s");
+}
+
+/// Read every record there is now; returns the next sequence number expected.
+fn drain(reader: &mut JournalReader, mut expected: u64) -> u64 {
+    while let Some(record) = reader.next().expect("read") {
+        assert_eq!(record.seq, expected);
+        assert_eq!(record.payload, &payload(expected)[..]);
+        expected += 1;
+    }
+    expected
+}
+
+/// A tail waiting where the next record might not fit looks for the successor segment at
+/// every poll. It maps the writer's blank spare once there, not once a poll (it used to map
+/// and unmap the whole file each time: at the default 1 MiB largest record, the last MiB of
+/// every segment).
+#[test]
+fn a_tail_at_a_segments_end_maps_the_spare_once() {
+    const RECORDS: u64 = 600;
+    const POLLS_PER_RECORD: u64 = 20;
+    let temp = TempDir::new("tail-spare");
+    let dir = temp.journal();
+    let (mut writer, _) = open(&dir);
+    append_range(&mut writer, 1, 1);
+    writer.flush().expect("flush");
+    let mut reader = JournalReader::open(&dir, 1).expect("reader");
+    let mut expected = drain(&mut reader, 1);
+    for seq in 2..=RECORDS {
+        append_range(&mut writer, seq, seq);
+        writer.flush().expect("flush");
+        // The helper prepares the spare in the background: every end is polled with it there.
+        wait_for_spare(&dir);
+        expected = drain(&mut reader, expected);
+        for _ in 0..POLLS_PER_RECORD {
+            assert!(reader.next().expect("poll").is_none());
+        }
+    }
+    assert_eq!(expected, RECORDS + 1);
+    drop(writer);
+    let segments = verify(&dir).expect("verify").segments as u64;
+    assert!(segments > 8, "several rotations: {segments}");
+    // Each segment once, and a few more for a spare mapped while the helper still sized it.
+    let maps = reader.segments_mapped();
+    assert!(maps <= segments + 4, "{maps} maps for {segments} segments");
+}
+
+/// A writer that crashed while a tail waited at a segment's end, and the restarted writer
+/// that replaced the blank spare the tail had mapped: the tail notices the new file and
+/// follows the new writer through its rotations.
+#[test]
+fn a_tail_follows_a_restarted_writer_past_a_replaced_spare() {
+    let temp = TempDir::new("tail-restart");
+    let dir = temp.journal();
+    let (mut writer, _) = open(&dir);
+    let mut reader: Option<JournalReader> = None;
+    let mut expected = 1;
+    let mut seq = 0;
+    // Append until the tail has mapped the spare (it waits where a record might not fit).
+    while reader.as_ref().is_none_or(|r| r.segments_mapped() < 2) {
+        seq += 1;
+        assert!(seq < 200, "the tail never mapped a spare");
+        append_range(&mut writer, seq, seq);
+        writer.flush().expect("flush");
+        wait_for_spare(&dir);
+        let tail = reader.get_or_insert_with(|| JournalReader::open(&dir, 1).expect("reader"));
+        expected = drain(tail, expected);
+    }
+    let mut reader = reader.expect("reader");
+    let spare = segment_path(&dir, files_and_published(&dir).1 as u64 + 1);
+    let inode =
+        |path: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(path).expect("stat"));
+    let spare_inode = inode(&spare);
+    writer.crash();
+    let (mut writer, recovered) = open(&dir);
+    assert_eq!(recovered.last_seq, seq);
+    append_range(&mut writer, seq + 1, seq + 200);
+    writer.flush().expect("flush");
+    assert_ne!(
+        inode(&spare),
+        spare_inode,
+        "the restarted writer made a new file (else this test shows nothing)"
+    );
+    expected = drain(&mut reader, expected);
+    assert_eq!(
+        expected,
+        seq + 201,
+        "the tail read everything the new writer wrote"
+    );
+}
