@@ -79,6 +79,10 @@ loadgen_config() { # loadgen_config INDEX: the venue's gateway, two accounts, on
   printf '[[symbols]]\nsymbol = "%s"\ntick = 100\n' "${SYMBOLS[$1]}"
 }
 
+thread_ticks() { # thread_ticks PID: "thread user system" (clock ticks) of each of its threads
+  cat /proc/"$1"/task/*/stat 2>/dev/null | awk '{print $2, $14, $15}'
+}
+
 venue_seq() { # venue_seq NAME: the venue's last sequence number
   $BIN/bourse admin --config "$OUT/$1-admin.toml" status | sed -n 's/^ok seq=\([0-9]*\).*/\1/p'
 }
@@ -115,8 +119,10 @@ run_layout() { # run_layout LAYOUT SHARDS ROUND
   if [ "$(cat "$OUT/$name"-lg?.err | grep -c sending)" = 3 ]; then
     local seq0 seq1 t0 t1
     t0=$(date +%s.%N); seq0=$(venue_seq "$name")
+    thread_ticks "$venue" > "$OUT/$name.ticks0"
     sleep "$MEASURE"
     t1=$(date +%s.%N); seq1=$(venue_seq "$name")
+    thread_ticks "$venue" > "$OUT/$name.ticks1"
     measured=$(awk -v a="$seq0" -v b="$seq1" -v t0="$t0" -v t1="$t1" \
       'BEGIN {printf "%.0f inputs/s (venue, %d inputs in %.2f s, all three sending)", (b-a)/(t1-t0), b-a, t1-t0}')
   fi
@@ -130,6 +136,21 @@ run_layout() { # run_layout LAYOUT SHARDS ROUND
     total=$((total + $(echo "$line" | sed -n 's/.*achieved \([0-9]*\) ops\/s.*/\1/p')))
   done
   echo "== $1 ($2 shard(s)), round $3: $measured; generators' own rates summed: $total ops/s"
+  # The venue's CPU over the measured seconds by thread (threads of one name summed, % of
+  # one vCPU): what each layout spends, not only the rate it reaches.
+  if [ -s "$OUT/$name.ticks1" ]; then
+    awk -v secs="$MEASURE" -v hz="$(getconf CLK_TCK)" '
+      NR == FNR {u0[$1] += $2; s0[$1] += $3; next}
+      {u1[$1] += $2; s1[$1] += $3}
+      END {
+        line = "  venue cpu, % of a vCPU (user+sys):"
+        for (t in u1) {
+          u = (u1[t] - u0[t]) / hz / secs * 100; s = (s1[t] - s0[t]) / hz / secs * 100
+          if (u + s >= 1) { line = line sprintf(" %s %.0f+%.0f", t, u, s); all += u + s }
+        }
+        printf "%s; all %.0f\n", line, all
+      }' "$OUT/$name.ticks0" "$OUT/$name.ticks1"
+  fi
 }
 
 for round in $(seq "$ROUNDS"); do
