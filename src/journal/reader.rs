@@ -74,10 +74,12 @@ impl Mapped {
 pub struct JournalReader {
     dir: PathBuf,
     segment: ReadSegment,
-    /// The segment after a seal, mapped but whose header was not published yet.
+    /// The next segment, mapped but whose header was not published yet: after a seal, or at
+    /// an unsealed end within `rotation_room_bytes` of the segment's end.
     pending: Option<Pending>,
     /// Segment files mapped so far (this one included): a tail waiting at a segment's end
-    /// maps its successor once, not once a poll.
+    /// maps its successor once, not once a poll (read by tests).
+    #[cfg_attr(not(test), allow(dead_code))]
     maps_total: u64,
     offset_bytes: u64,
     /// Sequence number of the record at `offset_bytes`.
@@ -328,7 +330,8 @@ impl JournalReader {
                     return Ok(Some(header));
                 }
                 HeaderState::Valid(_) => {
-                    // Mapped while the file was still being sized: map it again next time.
+                    // Not the size its header says: a file since resized (e.g. a restarted
+                    // writer with another `segment_bytes` reusing it): map it again next time.
                     self.pending = None;
                     return Ok(None);
                 }
@@ -358,7 +361,8 @@ impl JournalReader {
     }
 
     /// Segment files this reader has mapped (see `maps_total`).
-    pub fn segments_mapped(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn segments_mapped(&self) -> u64 {
         self.maps_total
     }
 

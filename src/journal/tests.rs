@@ -1440,21 +1440,23 @@ fn a_raised_payload_limit_on_an_empty_segment_seals_it_empty() {
     );
 }
 
-/// Segment files and, of them, those whose header is published (a blank spare is all zero).
+/// Segment files sized in full and, of them, those whose header is published (a blank spare
+/// is all zero; the helper creates a spare empty, then sizes it).
 fn files_and_published(dir: &Path) -> (usize, usize) {
-    let files = segment_files(dir);
-    let published = files
+    let sized: Vec<Vec<u8>> = segment_files(dir)
         .iter()
-        .filter(|path| std::fs::read(path).is_ok_and(|bytes| bytes[..8] != [0; 8]))
-        .count();
-    (files.len(), published)
+        .filter_map(|path| std::fs::read(path).ok())
+        .filter(|bytes| bytes.len() as u64 == SEGMENT_BYTES)
+        .collect();
+    let published = sized.iter().filter(|bytes| bytes[..8] != [0; 8]).count();
+    (sized.len(), published)
 }
 
-/// Wait (bounded) until the writer's helper has prepared a blank spare.
+/// Wait (bounded) until the writer's helper has prepared a blank spare, sized.
 fn wait_for_spare(dir: &Path) {
     for _ in 0..2_000 {
-        let (files, published) = files_and_published(dir);
-        if files > published {
+        let (sized, published) = files_and_published(dir);
+        if sized > published {
             return;
         }
         std::thread::sleep(Duration::from_millis(1));
@@ -1517,8 +1519,12 @@ fn a_tail_follows_a_restarted_writer_past_a_replaced_spare() {
     let mut reader: Option<JournalReader> = None;
     let mut expected = 1;
     let mut seq = 0;
-    // Append until the tail has mapped the spare (it waits where a record might not fit).
-    while reader.as_ref().is_none_or(|r| r.segments_mapped() < 2) {
+    // Append until the tail has mapped the spare (it waits where a record might not fit): one
+    // mapping more than the segments published, each of which it entered.
+    let spare_mapped = |r: &JournalReader, dir: &Path| {
+        r.segments_mapped() == files_and_published(dir).1 as u64 + 1
+    };
+    while reader.as_ref().is_none_or(|r| !spare_mapped(r, &dir)) {
         seq += 1;
         assert!(seq < 200, "the tail never mapped a spare");
         append_range(&mut writer, seq, seq);
