@@ -533,7 +533,7 @@ impl Front {
 
     /// The symbol a Cancel's or Replace's existing token was routed to (pending included: a
     /// replacement still in flight may be live by the time its shard sees this input).
-    #[inline]
+    #[inline(always)]
     fn routed(&self, account: AccountId, token: &Token) -> Option<(u32, u16)> {
         match self.tokens[account.0 as usize].get(token)? {
             (slot, TokenState::Routed(symbol)) | (slot, TokenState::Pending(symbol)) => {
