@@ -145,6 +145,35 @@ fn relogin_from_one_replays_the_identical_stream_and_zero_means_new_only() {
             .unwrap()
             .is_empty()
     );
+    drop(fresh);
+    std::thread::sleep(Duration::from_millis(100));
+    // Twenty nines is valid decimal beyond any end (and beyond u64): accepted with the actual
+    // next number, as any number past the end is (DESIGN.md 6).
+    let accepted = raw_login(&venue, "CAROL", "carolpw", b"99999999999999999999");
+    assert_eq!(accepted[2], b'A', "Login Accepted, got {accepted:?}");
+    assert_eq!(&accepted[13..33], b"                   7");
+}
+
+/// A Login Request with `sequence` written as given; the first 33 bytes the server sends.
+fn raw_login(venue: &Venue, user: &str, password: &str, sequence: &[u8; 20]) -> Vec<u8> {
+    use std::io::{Read, Write};
+    let mut packet = vec![0, 47, b'L'];
+    packet.extend_from_slice(format!("{user:<6}{password:<10}{:10}", "").as_bytes());
+    packet.extend_from_slice(sequence);
+    let mut raw = std::net::TcpStream::connect(venue.gateway).unwrap();
+    raw.set_read_timeout(Some(TIMEOUT)).unwrap();
+    raw.write_all(&packet).unwrap();
+    let mut reply = vec![0u8; 33];
+    let mut have = 0;
+    // Bounded: each read adds at least a byte or the connection is closed.
+    while have < reply.len() {
+        match raw.read(&mut reply[have..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => have += n,
+        }
+    }
+    reply.truncate(have);
+    reply
 }
 
 #[test]

@@ -44,6 +44,21 @@ pub fn parse_decimal(field: &[u8], name: &'static str) -> Result<u64, DecodeErro
     Ok(value)
 }
 
+/// [`parse_decimal`] where any value above `u64::MAX` means as much as `u64::MAX`: a
+/// requested sequence number of 20 nines is valid decimal and simply beyond any end
+/// (DESIGN.md 6: accepted, and Login Accepted carries the actual next number).
+pub fn parse_decimal_saturating(field: &[u8], name: &'static str) -> Result<u64, DecodeError> {
+    let digits = trim_spaces(field);
+    let mut value: u64 = 0;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            return Err(DecodeError::BadField { field: name });
+        }
+        value = value.saturating_mul(10).saturating_add(u64::from(b - b'0'));
+    }
+    Ok(value)
+}
+
 /// Writes `value` right-justified with leading spaces into the whole of `field`.
 ///
 /// Panics (assertion) if the value does not fit: field widths are protocol constants and callers
@@ -174,6 +189,19 @@ mod tests {
         assert_eq!(parse_decimal(b"\x001", "seq"), bad);
         assert_eq!(parse_decimal(b"18446744073709551616", "seq"), bad);
         assert_eq!(parse_decimal(b"99999999999999999999", "seq"), bad);
+    }
+
+    #[test]
+    fn saturating_decimal_caps_overflow_and_still_rejects_non_digits() {
+        let read = |field: &[u8]| parse_decimal_saturating(field, "seq");
+        let bad = Err(DecodeError::BadField { field: "seq" });
+        assert_eq!(read(b"   0042   "), Ok(42));
+        assert_eq!(read(b"          "), Ok(0));
+        assert_eq!(read(b"18446744073709551615"), Ok(u64::MAX));
+        assert_eq!(read(b"18446744073709551616"), Ok(u64::MAX));
+        assert_eq!(read(b"99999999999999999999"), Ok(u64::MAX));
+        assert_eq!(read(b"  1 2  "), bad);
+        assert_eq!(read(b"-1"), bad);
     }
 
     #[test]

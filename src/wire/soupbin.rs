@@ -117,7 +117,8 @@ impl LoginRequest {
             }
         };
         let session: [u8; SESSION_LEN] = array_at(body, SESSION_AT);
-        let sequence = ascii::parse_decimal(
+        // Saturating: 20 digits can exceed u64::MAX, and such a number is beyond the end.
+        let sequence = ascii::parse_decimal_saturating(
             &body[SEQUENCE_AT..SEQUENCE_AT + SEQUENCE_LEN],
             "requested_sequence_number",
         )?;
@@ -599,6 +600,13 @@ mod tests {
             Packet::decode(&body),
             Err(DecodeError::WrongLength { .. })
         ));
+        // Valid digits above u64::MAX are a number beyond any end, not bad bytes.
+        body.truncate(body.len() - 19);
+        body.extend_from_slice(b"99999999999999999999");
+        let Ok(Packet::LoginRequest(l)) = Packet::decode(&body) else {
+            panic!("twenty nines is a login request")
+        };
+        assert_eq!(l.sequence, u64::MAX);
     }
 
     #[test]
