@@ -30,31 +30,27 @@ pub fn trim_spaces(field: &[u8]) -> &[u8] {
 /// Reads an ASCII decimal field padded with spaces on either side; leading zeros allowed, all
 /// spaces = 0. Non-digits and values above `u64::MAX` are `BadField { field }`.
 pub fn parse_decimal(field: &[u8], name: &'static str) -> Result<u64, DecodeError> {
-    let digits = trim_spaces(field);
-    let mut value: u64 = 0;
-    for &b in digits {
-        if !b.is_ascii_digit() {
-            return Err(DecodeError::BadField { field: name });
-        }
-        value = value
-            .checked_mul(10)
-            .and_then(|v| v.checked_add(u64::from(b - b'0')))
-            .ok_or(DecodeError::BadField { field: name })?;
-    }
-    Ok(value)
+    decimal_value(field, name)?.ok_or(DecodeError::BadField { field: name })
 }
 
 /// [`parse_decimal`] where any value above `u64::MAX` means as much as `u64::MAX`: a
 /// requested sequence number of 20 nines is valid decimal and simply beyond any end
 /// (DESIGN.md 6: accepted, and Login Accepted carries the actual next number).
 pub fn parse_decimal_saturating(field: &[u8], name: &'static str) -> Result<u64, DecodeError> {
-    let digits = trim_spaces(field);
-    let mut value: u64 = 0;
-    for &b in digits {
+    Ok(decimal_value(field, name)?.unwrap_or(u64::MAX))
+}
+
+/// The value of a space-padded decimal field, `None` above `u64::MAX`; non-digits are
+/// `BadField { field }`.
+fn decimal_value(field: &[u8], name: &'static str) -> Result<Option<u64>, DecodeError> {
+    let mut value = Some(0u64);
+    for &b in trim_spaces(field) {
         if !b.is_ascii_digit() {
             return Err(DecodeError::BadField { field: name });
         }
-        value = value.saturating_mul(10).saturating_add(u64::from(b - b'0'));
+        value = value
+            .and_then(|v| v.checked_mul(10))
+            .and_then(|v| v.checked_add(u64::from(b - b'0')));
     }
     Ok(value)
 }
